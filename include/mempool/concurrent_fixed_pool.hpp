@@ -1,0 +1,99 @@
+// ConcurrentFixedPool: a fixed-size pool that any thread may allocate from and
+// free to, including a block another thread allocated.
+//
+// Each thread owns a shard of the pool (a cache-line-sized free list, no atomics),
+// so the fast paths are a plain pop and push that never bounce a cache line
+// between cores. A shard holds at most 2 x batch blocks; beyond that, batches go
+// to the pool's shared depot, an ABA-safe lock-free stack, where an empty shard
+// looks before the pool grows. Growing (carving a new chunk) takes a mutex. When
+// a thread exits, its shards in every pool go back to the depots.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+#include "mempool/detail/free_list.hpp"
+#include "mempool/detail/platform.hpp"
+#include "mempool/detail/thread_slot.hpp"
+
+namespace mempool {
+
+class ConcurrentFixedPool {
+ public:
+  // The same parameters and errors as FixedPool.
+  explicit ConcurrentFixedPool(std::size_t block_size, std::size_t alignment = 0);
+  ConcurrentFixedPool(ConcurrentFixedPool&& other) noexcept;
+  ConcurrentFixedPool& operator=(ConcurrentFixedPool&& other) noexcept;
+  ConcurrentFixedPool(const ConcurrentFixedPool&) = delete;
+  ConcurrentFixedPool& operator=(const ConcurrentFixedPool&) = delete;
+  // Unmaps everything. No thread may be using the pool.
+  ~ConcurrentFixedPool();
+
+  // The fast path: pop this thread's shard. Throws std::bad_alloc when the OS
+  // refuses a new chunk.
+  MEMPOOL_ALWAYS_INLINE void* allocate() {
+    Shard& s = shards_[detail::tls_thread_slot];
+    if (MEMPOOL_LIKELY(!s.free.empty())) return pop_local(s);
+    return allocate_slow_or_throw();
+  }
+
+  // As allocate(), but nullptr instead of std::bad_alloc.
+  MEMPOOL_ALWAYS_INLINE void* try_allocate() noexcept {
+    Shard& s = shards_[detail::tls_thread_slot];
+    if (MEMPOOL_LIKELY(!s.free.empty())) return pop_local(s);
+    return allocate_slow();
+  }
+
+  // The fast path: push onto this thread's shard. nullptr is ignored. In checked
+  // builds a double free or a pointer from elsewhere stops the process.
+  MEMPOOL_ALWAYS_INLINE void deallocate(void* p) noexcept {
+    if (MEMPOOL_UNLIKELY(p == nullptr)) return;
+    if constexpr (detail::kChecked) check_free(p);
+    Shard& s = shards_[detail::tls_thread_slot];
+    if (MEMPOOL_LIKELY(s.count < limit_)) {
+      ++s.count;
+      s.free.push(p);
+      return;
+    }
+    deallocate_slow(p);
+  }
+
+  // p is the start of a block of this pool. Takes the growth mutex.
+  [[nodiscard]] bool owns(const void* p) const noexcept;
+  [[nodiscard]] std::size_t block_size() const noexcept;
+  [[nodiscard]] std::size_t alignment() const noexcept;
+  [[nodiscard]] std::size_t bytes_reserved() const noexcept;
+  // Blocks moved between a shard and the depot at a time.
+  [[nodiscard]] std::size_t batch_size() const noexcept;
+
+ private:
+  struct alignas(detail::kCacheLine) Shard {
+    detail::FreeList free;
+    // Blocks in `free`; kReserved for slots 0 and kSharedSlot, which never cache
+    // blocks, so that both fast paths send them to the slow path.
+    std::uint32_t count;
+  };
+  static constexpr std::uint32_t kReserved = UINT32_MAX;
+  struct State;
+
+  MEMPOOL_ALWAYS_INLINE void* pop_local(Shard& s) noexcept {
+    --s.count;
+    void* p = s.free.pop();
+    if constexpr (detail::kChecked) mark_allocated(p);
+    return p;
+  }
+
+  MEMPOOL_COLD void* allocate_slow() noexcept;
+  MEMPOOL_COLD void* allocate_slow_or_throw();
+  MEMPOOL_COLD void deallocate_slow(void* p) noexcept;
+  MEMPOOL_COLD void check_free(void* p) noexcept;
+  MEMPOOL_COLD void mark_allocated(void* p) noexcept;
+
+  Shard* shards_;        // state_->shards, kept here so the fast path is one load away
+  std::uint32_t limit_;  // most blocks a shard keeps: 2 x batch
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mempool

@@ -1,0 +1,111 @@
+// An ABA-safe lock-free stack of free blocks (Treiber stack with a tagged head).
+//
+// The head is a {pointer, tag} pair swapped with one 16-byte compare-and-swap;
+// every successful change bumps the 64-bit tag, so a pop that read head A, was
+// preempted while A was popped, reused and pushed back, fails its CAS instead of
+// installing a stale `next` (the ABA bug of bare-pointer lock-free free lists).
+//
+// Blocks are linked through their first word (FreeBlock). A popper may read the
+// `next` of a block that another thread has just popped and is writing into;
+// that value is discarded when the CAS fails, and the memory stays mapped for
+// the pool's lifetime, so the read is harmless (see load_next).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "mempool/detail/free_list.hpp"
+#include "mempool/detail/platform.hpp"
+
+#if !defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+#error "mempool needs a 16-byte compare-and-swap: compile with -mcx16 on x86-64 (the mempool::mempool CMake target adds it)"
+#endif
+
+namespace mempool::detail {
+
+class AtomicStack {
+ public:
+  AtomicStack() = default;
+  AtomicStack(const AtomicStack&) = delete;
+  AtomicStack& operator=(const AtomicStack&) = delete;
+
+  void push(void* block) noexcept {
+    auto* b = static_cast<FreeBlock*>(block);
+    push_chain(FreeChain{b, b, 1});
+  }
+
+  // Pushes a whole chain with one CAS.
+  void push_chain(const FreeChain& chain) noexcept {
+    if (chain.empty()) return;
+    Head expected = load();
+    for (;;) {
+      store_next(chain.last, expected.top);
+      if (cas(expected, Head{chain.first, expected.tag + 1})) return;
+    }
+  }
+
+  // nullptr when empty.
+  [[nodiscard]] void* pop() noexcept {
+    Head expected = load();
+    for (;;) {
+      if (expected.top == nullptr) return nullptr;
+      FreeBlock* next = load_next(expected.top);
+      if (cas(expected, Head{next, expected.tag + 1})) return expected.top;
+    }
+  }
+
+  // Detaches every block with one CAS, counting them afterwards (they are ours).
+  [[nodiscard]] FreeChain pop_all() noexcept {
+    Head expected = load();
+    for (;;) {
+      if (expected.top == nullptr) return FreeChain{};
+      if (cas(expected, Head{nullptr, expected.tag + 1})) break;
+    }
+    return chain_from(expected.top);
+  }
+
+  [[nodiscard]] bool empty() const noexcept {
+    return __atomic_load_n(&head_.top, __ATOMIC_ACQUIRE) == nullptr;
+  }
+
+ private:
+  struct alignas(16) Head {
+    FreeBlock* top;
+    std::uint64_t tag;
+  };
+
+  // Two 8-byte atomic loads: a torn pair only makes the next CAS fail.
+  [[nodiscard]] Head load() const noexcept {
+    Head h;
+    h.tag = __atomic_load_n(&head_.tag, __ATOMIC_ACQUIRE);
+    h.top = __atomic_load_n(&head_.top, __ATOMIC_ACQUIRE);
+    return h;
+  }
+
+  // On failure, `expected` receives the current head.
+  bool cas(Head& expected, Head desired) noexcept {
+    uint128 e = 0;
+    uint128 d = 0;
+    std::memcpy(&e, &expected, sizeof e);
+    std::memcpy(&d, &desired, sizeof d);
+    auto* target = reinterpret_cast<uint128*>(&head_);
+    const uint128 seen = __sync_val_compare_and_swap(target, e, d);
+    if (seen == e) return true;
+    std::memcpy(&expected, &seen, sizeof seen);
+    return false;
+  }
+
+  // The racy read described at the top: another thread may be writing the
+  // block's first word right now. Excluded from ThreadSanitizer because the
+  // value is only used if the CAS proves nobody did.
+  __attribute__((no_sanitize("thread"))) static FreeBlock* load_next(FreeBlock* b) noexcept {
+    return __atomic_load_n(&b->next, __ATOMIC_RELAXED);
+  }
+  static void store_next(FreeBlock* b, FreeBlock* next) noexcept {
+    __atomic_store_n(&b->next, next, __ATOMIC_RELAXED);
+  }
+
+  Head head_{nullptr, 0};
+};
+
+}  // namespace mempool::detail

@@ -1,0 +1,113 @@
+// A hierarchical atomic bitmap: find-and-claim a set bit in a bounded number of
+// steps however full it is, and set bits back, from any thread without locks.
+//
+// Level 0 holds one bit per item (1 = available). Each word of level k+1
+// summarises 64 words of level k: its bit is 1 when that word may have a set bit.
+// A claim walks down from the single top word choosing a set bit with
+// count-trailing-zeros, so it reads at most one word per level (4 levels cover
+// 2^24 items), and then clears its bit with one fetch_and.
+//
+// Summaries: whoever turns a word from 0 to non-zero sets its parent bit; whoever
+// turns a word to 0 clears the parent bit and then re-reads the word, setting
+// the parent bit again if a release slipped in meanwhile. So a summary bit can
+// be stale-set for a moment (a claim then retries) but is never left clear over
+// a non-zero word. The price: while the very last free items are being released
+// concurrently, a claim may see the bitmap as full for that moment.
+#pragma once
+
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "mempool/detail/platform.hpp"
+
+namespace mempool::detail {
+
+class AtomicBitmap {
+ public:
+  static constexpr std::size_t kMaxLevels = 4;
+  static constexpr std::size_t kMaxBits = std::size_t{1} << (6 * kMaxLevels);  // 2^24
+  static constexpr std::size_t npos = SIZE_MAX;
+
+  // All `bits` (1 .. kMaxBits) start set (available). Allocates its words here
+  // and never again.
+  explicit AtomicBitmap(std::size_t bits);
+  AtomicBitmap(AtomicBitmap&&) noexcept = default;
+  AtomicBitmap& operator=(AtomicBitmap&&) noexcept = default;
+
+  [[nodiscard]] std::size_t size() const noexcept { return bits_; }
+
+  // Clears and returns a set bit, preferring bits at or after `hint`; npos when
+  // none is set.
+  [[nodiscard]] std::size_t claim(std::size_t hint) noexcept {
+    for (;;) {
+      // Walk down the summaries; `index` is the word index at the next level.
+      std::size_t index = 0;
+      std::size_t level = levels_ - 1;
+      for (; level > 0; --level) {
+        const std::uint64_t w = word(level, index).load(std::memory_order_acquire);
+        if (MEMPOOL_UNLIKELY(w == 0)) break;
+        index = index * 64 + pick(w, hint >> (6 * level));
+      }
+      if (level > 0) {
+        if (level == levels_ - 1) return npos;  // the top is empty: nothing is free
+        continue;                               // a stale summary: walk again
+      }
+      std::atomic<std::uint64_t>& leaf = word(0, index);
+      std::uint64_t w = leaf.load(std::memory_order_acquire);
+      while (w != 0) {
+        const std::uint64_t bit = std::uint64_t{1} << pick(w, hint);
+        const std::uint64_t old = leaf.fetch_and(~bit, std::memory_order_seq_cst);
+        if (MEMPOOL_LIKELY((old & bit) != 0)) {
+          if (MEMPOOL_UNLIKELY(old == bit)) word_emptied(0, index);
+          return index * 64 + static_cast<std::size_t>(std::countr_zero(bit));
+        }
+        w = old & ~bit;  // someone took it first: try another bit of this word
+      }
+      if (levels_ == 1) return npos;  // the only word is empty
+      // The word emptied under us; make sure its summary bit says so, then retry.
+      word_emptied(0, index);
+    }
+  }
+
+  // Sets bit i; false if it was already set (the item was not claimed).
+  [[nodiscard]] bool release(std::size_t i) noexcept {
+    const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+    const std::uint64_t old = word(0, i / 64).fetch_or(bit, std::memory_order_seq_cst);
+    if (MEMPOOL_UNLIKELY((old & bit) != 0)) return false;
+    if (MEMPOOL_UNLIKELY(old == 0)) word_filled(0, i / 64);
+    return true;
+  }
+
+  [[nodiscard]] bool test(std::size_t i) const noexcept {
+    return (word(0, i / 64).load(std::memory_order_acquire) >> (i % 64)) & 1;
+  }
+
+  // Set bits now (a snapshot; O(size / 64)).
+  [[nodiscard]] std::size_t count() const noexcept;
+
+ private:
+  // The first set bit at or after position `from` (mod 64), else the first set bit.
+  static MEMPOOL_ALWAYS_INLINE std::size_t pick(std::uint64_t w, std::size_t from) noexcept {
+    const std::uint64_t after = w & (~std::uint64_t{0} << (from % 64));
+    return static_cast<std::size_t>(std::countr_zero(after != 0 ? after : w));
+  }
+
+  std::atomic<std::uint64_t>& word(std::size_t level, std::size_t index) const noexcept {
+    return words_[offset_[level] + index];
+  }
+
+  // Word `index` of `level` became 0: clear its bit above, unless it refilled.
+  MEMPOOL_COLD void word_emptied(std::size_t level, std::size_t index) noexcept;
+  // Word `index` of `level` went from 0 to non-zero: set its bit above.
+  MEMPOOL_COLD void word_filled(std::size_t level, std::size_t index) noexcept;
+
+  std::size_t bits_ = 0;
+  std::size_t levels_ = 0;
+  std::size_t offset_[kMaxLevels] = {};  // first word of each level in words_
+  std::unique_ptr<std::atomic<std::uint64_t>[]> words_;
+};
+
+}  // namespace mempool::detail

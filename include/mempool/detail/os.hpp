@@ -1,0 +1,27 @@
+// The one door to the operating system's memory (src/os/): every pool maps and
+// unmaps its chunks here, so tests can count the calls and make them fail.
+#pragma once
+
+#include <cstddef>
+
+namespace mempool::detail {
+
+// Anonymous, zero-filled, page-aligned memory; nullptr when the OS refuses.
+// `populate` asks the kernel to fault the pages in now (real-time pools must not
+// take page faults later).
+void* os_map(std::size_t bytes, bool populate = false) noexcept;
+void os_unmap(void* p, std::size_t bytes) noexcept;
+
+}  // namespace mempool::detail
+
+namespace mempool::testing {
+
+// Fault injection for tests: the next `n` maps succeed, every later one fails
+// as if the system were out of memory. A negative n switches it off (the default).
+void fail_os_maps_after(long n) noexcept;
+// How many maps have succeeded since the process started.
+long os_map_count() noexcept;
+// Bytes mapped through os_map and not yet unmapped, by every mempool allocator.
+std::size_t os_bytes_mapped() noexcept;
+
+}  // namespace mempool::testing

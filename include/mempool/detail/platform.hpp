@@ -1,0 +1,64 @@
+// Platform helpers shared by every allocator: branch hints, inlining control,
+// the cache-line size, the OS page size and the small bit tricks the pools use.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#define MEMPOOL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MEMPOOL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MEMPOOL_ALWAYS_INLINE inline __attribute__((always_inline))
+#define MEMPOOL_NOINLINE __attribute__((noinline))
+// Out-of-line code that runs rarely (refills, growth, error reports).
+#define MEMPOOL_COLD __attribute__((noinline, cold))
+
+#if defined(MEMPOOL_CHECKED) && MEMPOOL_CHECKED
+#define MEMPOOL_CHECKED_BUILD 1
+#else
+#define MEMPOOL_CHECKED_BUILD 0
+#endif
+
+namespace mempool::detail {
+
+// 128-bit integers for multiply-high and the 16-byte CAS (a GCC/Clang extension).
+__extension__ typedef unsigned __int128 uint128;  // NOLINT(modernize-use-using)
+
+// True in builds configured with MEMPOOL_CHECKED=ON (the `checked` preset): the
+// pools verify every free against their own metadata.
+inline constexpr bool kChecked = MEMPOOL_CHECKED_BUILD != 0;
+
+// 64 bytes on every x86-64 and most AArch64 parts. std::hardware_destructive_
+// interference_size is not used because GCC warns that it may change between
+// compiler versions, which would change our ABI.
+inline constexpr std::size_t kCacheLine = 64;
+
+// The smallest alignment a block of 16 bytes or more gets (what malloc promises).
+inline constexpr std::size_t kMinAlignLarge = alignof(std::max_align_t);
+
+// Largest alignment the pools honour: one page on every Linux we target.
+inline constexpr std::size_t kMaxPoolAlignment = 4096;
+
+// The OS page size, read once (sysconf) and cached.
+std::size_t page_size() noexcept;
+
+constexpr bool is_power_of_two(std::size_t x) noexcept { return std::has_single_bit(x); }
+
+// Rounds x up to a multiple of a power-of-two alignment. Returns 0 on overflow so
+// that callers can report it instead of wrapping around.
+constexpr std::size_t align_up(std::size_t x, std::size_t alignment) noexcept {
+  const std::size_t mask = alignment - 1;
+  if (x > SIZE_MAX - mask) return 0;
+  return (x + mask) & ~mask;
+}
+
+// The default alignment of a block: the type's own, and at least 16 once the
+// block is 16 bytes or more (as malloc does), so SIMD payloads just work.
+constexpr std::size_t default_block_alignment(std::size_t block_size,
+                                              std::size_t type_alignment) noexcept {
+  std::size_t a = type_alignment;
+  if (block_size >= kMinAlignLarge && a < kMinAlignLarge) a = kMinAlignLarge;
+  return a;
+}
+
+}  // namespace mempool::detail

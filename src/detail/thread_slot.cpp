@@ -1,0 +1,96 @@
+#include "mempool/detail/thread_slot.hpp"
+
+#include <bitset>
+#include <mutex>
+
+namespace mempool::detail {
+
+constinit thread_local std::uint32_t tls_thread_slot = kNoSlotYet;
+
+class ThreadSlotRegistry {
+ public:
+  std::uint32_t acquire() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::uint32_t s = 1; s < kSharedSlot; ++s) {
+      if (!used_[s]) {
+        used_[s] = true;
+        return s;
+      }
+    }
+    return kSharedSlot;
+  }
+
+  // Runs on the exiting thread: every pool empties the slot's shard, then the
+  // slot is free for the next thread.
+  void release(std::uint32_t slot) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (ThreadExitListener* l = listeners_; l != nullptr; l = l->next_) l->on_thread_exit(slot);
+    if (slot != kSharedSlot) used_[slot] = false;
+  }
+
+  void add(ThreadExitListener* l) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    l->prev_ = nullptr;
+    l->next_ = listeners_;
+    if (listeners_ != nullptr) listeners_->prev_ = l;
+    listeners_ = l;
+  }
+
+  void remove(ThreadExitListener* l) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (l->prev_ != nullptr) {
+      l->prev_->next_ = l->next_;
+    } else {
+      listeners_ = l->next_;
+    }
+    if (l->next_ != nullptr) l->next_->prev_ = l->prev_;
+    l->prev_ = l->next_ = nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  ThreadExitListener* listeners_ = nullptr;
+  std::bitset<kThreadSlots> used_;
+};
+
+namespace {
+
+// Never destroyed, so threads that exit during or after
+// static destruction still find it.
+ThreadSlotRegistry& registry() noexcept {
+  static ThreadSlotRegistry* const r = new ThreadSlotRegistry();  // never deleted
+  return *r;
+}
+
+// Its destructor is the thread-exit hook.
+struct SlotOwner {
+  std::uint32_t slot = kNoSlotYet;
+  SlotOwner() = default;
+  SlotOwner(const SlotOwner&) = delete;
+  SlotOwner& operator=(const SlotOwner&) = delete;
+  ~SlotOwner() {
+    // From here on the thread uses the shared lists; it never gets a slot again.
+    tls_thread_slot = kSharedSlot;
+    registry().release(slot);
+  }
+};
+
+}  // namespace
+
+std::uint32_t acquire_thread_slot() noexcept {
+  if (tls_thread_slot != kNoSlotYet) return tls_thread_slot;
+  thread_local SlotOwner owner;  // constructed now, destroyed at thread exit
+  owner.slot = registry().acquire();
+  tls_thread_slot = owner.slot;
+  return owner.slot;
+}
+
+void register_thread_exit_listener(ThreadExitListener* listener) noexcept {
+  registry().add(listener);
+}
+
+void unregister_thread_exit_listener(ThreadExitListener* listener) noexcept {
+  registry().remove(listener);
+}
+
+}  // namespace mempool::detail

@@ -1,0 +1,60 @@
+// The only code in mempool that calls mmap and munmap.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "mempool/detail/os.hpp"
+#include "mempool/detail/platform.hpp"
+
+namespace mempool {
+
+namespace {
+std::atomic<long> g_maps_left_before_failure{-1};  // < 0: never fail
+std::atomic<long> g_map_count{0};
+std::atomic<std::size_t> g_bytes_mapped{0};
+}  // namespace
+
+namespace detail {
+
+std::size_t page_size() noexcept {
+  static const std::size_t size = [] {
+    const long s = ::sysconf(_SC_PAGESIZE);
+    return s > 0 ? static_cast<std::size_t>(s) : std::size_t{4096};
+  }();
+  return size;
+}
+
+void* os_map(std::size_t bytes, bool populate) noexcept {
+  if (bytes == 0) return nullptr;
+  long left = g_maps_left_before_failure.load(std::memory_order_relaxed);
+  while (left >= 0) {
+    if (left == 0) return nullptr;
+    if (g_maps_left_before_failure.compare_exchange_weak(left, left - 1)) break;
+  }
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+  if (populate) flags |= MAP_POPULATE;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  g_map_count.fetch_add(1, std::memory_order_relaxed);
+  g_bytes_mapped.fetch_add(bytes, std::memory_order_relaxed);
+  return p;
+}
+
+void os_unmap(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr || bytes == 0) return;
+  ::munmap(p, bytes);
+  g_bytes_mapped.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+}  // namespace detail
+
+namespace testing {
+
+void fail_os_maps_after(long n) noexcept { g_maps_left_before_failure.store(n < 0 ? -1 : n); }
+long os_map_count() noexcept { return g_map_count.load(std::memory_order_relaxed); }
+std::size_t os_bytes_mapped() noexcept { return g_bytes_mapped.load(std::memory_order_relaxed); }
+
+}  // namespace testing
+
+}  // namespace mempool

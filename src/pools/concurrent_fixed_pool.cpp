@@ -1,0 +1,188 @@
+#include "mempool/concurrent_fixed_pool.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <utility>
+
+#include "mempool/detail/atomic_stack.hpp"
+#include "mempool/detail/block_layout.hpp"
+#include "mempool/detail/chunk_arena.hpp"
+#include "mempool/detail/error.hpp"
+#include "mempool/detail/os.hpp"
+
+namespace mempool {
+
+namespace {
+
+constexpr const char* kName = "ConcurrentFixedPool";
+
+// About 8 KiB per batch, between 8 and 64 blocks: enough to amortise a depot
+// CAS, small enough that a shard strands little.
+std::size_t batch_for(std::size_t block_size) noexcept {
+  return std::clamp<std::size_t>((8 * 1024) / block_size, 8, 64);
+}
+
+}  // namespace
+
+struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
+  State(detail::BlockLayout layout, Shard* shard_array)
+      : arena(layout, detail::kChecked), shards(shard_array), batch(batch_for(layout.size)) {
+    // The mapping is zero-filled, which is an empty shard; only the two reserved
+    // ones are written, so a pool costs RSS only for the shards threads use.
+    shards[detail::kNoSlotYet].count = kReserved;
+    shards[detail::kSharedSlot].count = kReserved;
+    detail::register_thread_exit_listener(this);
+  }
+  ~State() {
+    detail::unregister_thread_exit_listener(this);
+    detail::os_unmap(shards, shards_bytes());
+  }
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
+  static std::size_t shards_bytes() noexcept { return sizeof(Shard) * detail::kThreadSlots; }
+
+  // The exiting thread's blocks go to the depot for the others.
+  void on_thread_exit(std::uint32_t slot) noexcept override {
+    Shard& s = shards[slot];
+    if (s.free.empty()) return;  // never used here: don't touch its page
+    depot.push_chain(s.free.take_all());
+    s.count = 0;
+  }
+
+  // Cold: fresh blocks under the growth mutex. Empty when the OS refuses.
+  detail::FreeChain grow(std::size_t n) noexcept {
+    std::lock_guard<std::mutex> lock(grow_mutex);
+    return arena.carve(n);
+  }
+
+  alignas(detail::kCacheLine) detail::AtomicStack depot;
+  alignas(detail::kCacheLine) mutable std::mutex grow_mutex;
+  detail::ChunkArena arena;  // guarded by grow_mutex
+  Shard* shards;             // kThreadSlots shards, mapped (zero pages until touched)
+  std::size_t batch;
+};
+
+ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t alignment) {
+  const detail::BlockLayout layout = detail::make_block_layout(kName, block_size, alignment);
+  auto* shard_array = static_cast<Shard*>(detail::os_map(State::shards_bytes()));
+  if (shard_array == nullptr) throw std::bad_alloc();
+  try {
+    state_ = std::make_unique<State>(layout, shard_array);
+  } catch (...) {
+    detail::os_unmap(shard_array, State::shards_bytes());
+    throw;
+  }
+  shards_ = shard_array;
+  limit_ = static_cast<std::uint32_t>(2 * state_->batch);
+}
+
+ConcurrentFixedPool::ConcurrentFixedPool(ConcurrentFixedPool&& other) noexcept
+    : shards_(std::exchange(other.shards_, nullptr)),
+      limit_(other.limit_),
+      state_(std::move(other.state_)) {}
+
+ConcurrentFixedPool& ConcurrentFixedPool::operator=(ConcurrentFixedPool&& other) noexcept {
+  if (this != &other) {
+    state_ = std::move(other.state_);
+    shards_ = std::exchange(other.shards_, nullptr);
+    limit_ = other.limit_;
+  }
+  return *this;
+}
+
+ConcurrentFixedPool::~ConcurrentFixedPool() = default;
+
+void* ConcurrentFixedPool::allocate_slow() noexcept {
+  std::uint32_t slot = detail::tls_thread_slot;
+  if (slot == detail::kNoSlotYet) {
+    slot = detail::acquire_thread_slot();
+    if (!shards_[slot].free.empty()) return pop_local(shards_[slot]);
+  }
+  State& st = *state_;
+  if (slot == detail::kSharedSlot) {
+    // No shard of its own: one block at a time from the depot, or a fresh batch
+    // whose surplus goes to the depot.
+    void* p = st.depot.pop();
+    if (p == nullptr) {
+      detail::FreeChain fresh = st.grow(st.batch);
+      if (fresh.empty()) return nullptr;
+      p = fresh.first;
+      if (fresh.count > 1) {
+        st.depot.push_chain(detail::FreeChain{fresh.first->next, fresh.last, fresh.count - 1});
+      }
+    }
+    if constexpr (detail::kChecked) mark_allocated(p);
+    return p;
+  }
+  // Refill the shard: first what other threads gave back, then fresh blocks.
+  Shard& s = shards_[slot];
+  for (std::size_t i = 0; i < st.batch; ++i) {
+    void* p = st.depot.pop();
+    if (p == nullptr) break;
+    s.free.push(p);
+    ++s.count;
+  }
+  if (s.free.empty()) {
+    const detail::FreeChain fresh = st.grow(st.batch);
+    if (fresh.empty()) return nullptr;
+    s.free.push_chain(fresh);
+    s.count += static_cast<std::uint32_t>(fresh.count);
+  }
+  return pop_local(s);
+}
+
+void* ConcurrentFixedPool::allocate_slow_or_throw() {
+  void* p = allocate_slow();
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void ConcurrentFixedPool::deallocate_slow(void* p) noexcept {
+  std::uint32_t slot = detail::tls_thread_slot;
+  if (slot == detail::kNoSlotYet) slot = detail::acquire_thread_slot();
+  State& st = *state_;
+  if (slot == detail::kSharedSlot) {
+    st.depot.push(p);
+    return;
+  }
+  Shard& s = shards_[slot];
+  if (s.count >= limit_) {
+    // Full: hand the older half to the depot in one CAS.
+    const detail::FreeChain surplus = s.free.pop_chain(st.batch);
+    s.count -= static_cast<std::uint32_t>(surplus.count);
+    st.depot.push_chain(surplus);
+  }
+  ++s.count;
+  s.free.push(p);
+}
+
+void ConcurrentFixedPool::check_free(void* p) noexcept {
+  State& st = *state_;
+  std::lock_guard<std::mutex> lock(st.grow_mutex);
+  if (!st.arena.owns(p)) detail::fatal_misuse(kName, p, "free of a pointer not from this pool");
+  if (!st.arena.mark_free(p)) detail::fatal_misuse(kName, p, "double free");
+}
+
+void ConcurrentFixedPool::mark_allocated(void* p) noexcept {
+  State& st = *state_;
+  std::lock_guard<std::mutex> lock(st.grow_mutex);
+  st.arena.mark_allocated(p);
+}
+
+bool ConcurrentFixedPool::owns(const void* p) const noexcept {
+  std::lock_guard<std::mutex> lock(state_->grow_mutex);
+  return state_->arena.owns(p);
+}
+
+std::size_t ConcurrentFixedPool::block_size() const noexcept { return state_->arena.layout().size; }
+std::size_t ConcurrentFixedPool::alignment() const noexcept {
+  return state_->arena.layout().alignment;
+}
+std::size_t ConcurrentFixedPool::bytes_reserved() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->grow_mutex);
+  return state_->arena.bytes_reserved();
+}
+std::size_t ConcurrentFixedPool::batch_size() const noexcept { return state_->batch; }
+
+}  // namespace mempool

@@ -1,0 +1,161 @@
+#include "mempool/concurrent_fixed_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "mempool/detail/os.hpp"
+
+namespace mempool {
+namespace {
+
+TEST(ConcurrentFixedPool, AllocatesDistinctAlignedBlocks) {
+  ConcurrentFixedPool pool(64);
+  EXPECT_EQ(pool.block_size(), 64u);
+  EXPECT_EQ(pool.alignment(), 16u);
+  std::set<void*> seen;
+  for (int i = 0; i < 10000; ++i) {
+    void* p = pool.allocate();
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u);
+    ASSERT_TRUE(seen.insert(p).second);
+    ASSERT_TRUE(pool.owns(p));
+  }
+  for (void* p : seen) pool.deallocate(p);
+  pool.deallocate(nullptr);
+}
+
+TEST(ConcurrentFixedPool, ReusesFreedBlocksBeforeGrowing) {
+  ConcurrentFixedPool pool(32);
+  std::vector<void*> v;
+  for (int i = 0; i < 5000; ++i) v.push_back(pool.allocate());
+  const std::size_t reserved = pool.bytes_reserved();
+  for (void* p : v) pool.deallocate(p);
+  for (int i = 0; i < 5000; ++i) v[i] = pool.allocate();
+  EXPECT_EQ(pool.bytes_reserved(), reserved);
+  for (void* p : v) pool.deallocate(p);
+}
+
+TEST(ConcurrentFixedPool, OwnsRejectsForeignAndInteriorPointers) {
+  ConcurrentFixedPool pool(48);
+  char* p = static_cast<char*>(pool.allocate());
+  EXPECT_TRUE(pool.owns(p));
+  EXPECT_FALSE(pool.owns(p + 8));
+  int local = 0;
+  EXPECT_FALSE(pool.owns(&local));
+  pool.deallocate(p);
+}
+
+// Blocks freed by a thread that exits go back to the pool: a second wave of
+// threads finds them instead of mapping more memory. The barrier makes every
+// wave hold the same number of blocks at its peak.
+TEST(ConcurrentFixedPool, ThreadExitStrandsNothing) {
+  ConcurrentFixedPool pool(128);
+  auto wave = [&] {
+    std::barrier peak(4);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        std::vector<void*> v;
+        for (int i = 0; i < 2000; ++i) v.push_back(pool.allocate());
+        peak.arrive_and_wait();
+        for (void* p : v) pool.deallocate(p);
+      });
+    }
+    for (auto& th : threads) th.join();
+  };
+  wave();
+  const std::size_t reserved = pool.bytes_reserved();
+  for (int i = 0; i < 5; ++i) wave();
+  EXPECT_EQ(pool.bytes_reserved(), reserved) << "later waves reuse the exited threads' blocks";
+}
+
+// One thread allocates, another frees: the blocks flow back through the depot
+// and the pool stops growing.
+TEST(ConcurrentFixedPool, ProducerConsumerDoesNotGrowWithoutBound) {
+  ConcurrentFixedPool pool(64);
+  constexpr int kRounds = 50;
+  constexpr int kPerRound = 4000;
+  std::size_t reserved_after_first = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    std::vector<void*> v;
+    for (int i = 0; i < kPerRound; ++i) v.push_back(pool.allocate());
+    std::thread consumer([&] {
+      for (void* p : v) pool.deallocate(p);
+    });
+    consumer.join();
+    if (r == 0) reserved_after_first = pool.bytes_reserved();
+  }
+  EXPECT_LE(pool.bytes_reserved(), 2 * reserved_after_first);
+}
+
+TEST(ConcurrentFixedPool, ManyPoolsManyThreads) {
+  std::vector<ConcurrentFixedPool> pools;
+  for (int i = 0; i < 8; ++i) pools.emplace_back(16 + 8 * i);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 200; ++round) {
+        for (auto& pool : pools) {
+          void* p = pool.allocate();
+          std::memset(p, 0x5a, pool.block_size());
+          pool.deallocate(p);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+TEST(ConcurrentFixedPool, MoveKeepsBlocksValid) {
+  ConcurrentFixedPool a(64);
+  void* p = a.allocate();
+  ConcurrentFixedPool b(std::move(a));
+  EXPECT_TRUE(b.owns(p));
+  b.deallocate(p);
+  ConcurrentFixedPool c(32);
+  c = std::move(b);
+  EXPECT_EQ(c.block_size(), 64u);
+  EXPECT_EQ(c.allocate(), p);
+}
+
+TEST(ConcurrentFixedPool, OutOfMemory) {
+  ConcurrentFixedPool pool(1024);
+  std::vector<void*> live;
+  mempool::testing::fail_os_maps_after(2);
+  while (void* p = pool.try_allocate()) {
+    std::memset(p, static_cast<int>(live.size() & 0xff), 1024);
+    live.push_back(p);
+  }
+  EXPECT_THROW((void)pool.allocate(), std::bad_alloc);
+  mempool::testing::fail_os_maps_after(-1);
+  ASSERT_FALSE(live.empty());
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    ASSERT_EQ(static_cast<unsigned char*>(live[i])[1023], i & 0xff);
+  }
+  for (void* p : live) pool.deallocate(p);
+}
+
+TEST(ConcurrentFixedPool, BadArguments) {
+  EXPECT_THROW(ConcurrentFixedPool(0), std::invalid_argument);
+  EXPECT_THROW(ConcurrentFixedPool(64, 12), std::invalid_argument);
+  EXPECT_THROW(ConcurrentFixedPool(std::size_t{1} << 40), std::length_error);
+}
+
+TEST(ConcurrentFixedPool, DestructionUnmapsEverything) {
+  const std::size_t before = mempool::testing::os_bytes_mapped();
+  {
+    ConcurrentFixedPool pool(64);
+    for (int i = 0; i < 50000; ++i) (void)pool.allocate();
+    EXPECT_GT(mempool::testing::os_bytes_mapped(), before);
+  }
+  EXPECT_EQ(mempool::testing::os_bytes_mapped(), before);
+}
+
+}  // namespace
+}  // namespace mempool

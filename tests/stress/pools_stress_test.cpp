@@ -1,0 +1,184 @@
+// 8 threads hammer one pool: each block gets a pattern naming its owner, which is
+// checked before the block is freed, and a third of the blocks are handed to
+// another thread to free. A bare-pointer lock-free list gives the same block to
+// two threads here (a pattern mismatch) or crashes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "mempool/bitmap_pool.hpp"
+#include "mempool/concurrent_fixed_pool.hpp"
+
+namespace mempool {
+namespace {
+
+constexpr int kThreads = 8;
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr int kOpsPerThread = 60000;
+#else
+constexpr int kOpsPerThread = 400000;
+#endif
+
+// Blocks in flight between threads: each thread may free what others allocated.
+class Exchange {
+ public:
+  void put(void* p) {
+    std::lock_guard<std::mutex> lock(m_);
+    items_.push_back(p);
+  }
+  void* take() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (items_.empty()) return nullptr;
+    void* p = items_.back();
+    items_.pop_back();
+    return p;
+  }
+  std::vector<void*> drain() {
+    std::lock_guard<std::mutex> lock(m_);
+    return std::move(items_);
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<void*> items_;
+};
+
+void fill(void* p, std::size_t size, std::uint64_t tag) {
+  auto* w = static_cast<std::uint64_t*>(p);
+  for (std::size_t i = 0; i < size / 8; ++i) w[i] = tag + i;
+}
+
+bool intact(const void* p, std::size_t size, std::uint64_t tag) {
+  const auto* w = static_cast<const std::uint64_t*>(p);
+  for (std::size_t i = 0; i < size / 8; ++i) {
+    if (w[i] != tag + i) return false;
+  }
+  return true;
+}
+
+struct Held {
+  void* p;
+  std::uint64_t tag;
+};
+
+// alloc(): a block or nullptr (pool full); release(p): frees it.
+template <class Alloc, class Release>
+void hammer(std::size_t size, Alloc alloc, Release release) {
+  Exchange exchange;
+  std::atomic<int> corrupted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t) * 7919 + 1);
+      std::vector<Held> mine;
+      std::uint64_t serial = static_cast<std::uint64_t>(t) << 48;
+      for (int op = 0; op < kOpsPerThread; ++op) {
+        const unsigned r = static_cast<unsigned>(rng() % 8);
+        if (r < 4 || mine.empty()) {
+          void* p = alloc();
+          if (p == nullptr) continue;  // a fixed-capacity pool may be full
+          const std::uint64_t tag = ++serial << 8;
+          fill(p, size, tag);
+          mine.push_back({p, tag});
+        } else {
+          const std::size_t i = rng() % mine.size();
+          const Held h = mine[i];
+          mine[i] = mine.back();
+          mine.pop_back();
+          if (!intact(h.p, size, h.tag)) ++corrupted;
+          if (r == 7) {
+            exchange.put(h.p);  // someone else frees it
+          } else {
+            release(h.p);
+          }
+        }
+        if (op % 16 == 0) {
+          if (void* p = exchange.take()) release(p);
+        }
+      }
+      for (const Held& h : mine) {
+        if (!intact(h.p, size, h.tag)) ++corrupted;
+        release(h.p);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (void* p : exchange.drain()) release(p);
+  EXPECT_EQ(corrupted.load(), 0);
+}
+
+TEST(Stress, ConcurrentFixedPoolCrossThreadFrees) {
+  ConcurrentFixedPool pool(64);
+  hammer(64, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+}
+
+TEST(Stress, ConcurrentFixedPoolSmallBlocks) {
+  ConcurrentFixedPool pool(8);
+  hammer(8, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+}
+
+TEST(Stress, BitmapPoolCrossThreadFrees) {
+  // Small enough to run full: allocate must answer nullptr, never a taken block.
+  BitmapPool pool(64, 2000);
+  hammer(64, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+  EXPECT_EQ(pool.in_use(), 0u);
+  for (std::size_t i = 0; i < pool.capacity(); ++i) ASSERT_NE(pool.allocate(), nullptr);
+}
+
+// Short-lived threads, each using the pool for a moment: slots are recycled and
+// the memory stays bounded.
+TEST(Stress, ConcurrentFixedPoolThreadChurn) {
+  ConcurrentFixedPool pool(256);
+  std::size_t reserved_after_first_wave = 0;
+  for (int wave = 0; wave < 40; ++wave) {
+    std::barrier peak(8);  // every wave reaches the same peak: 8 x 500 blocks
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        std::vector<void*> v;
+        for (int i = 0; i < 500; ++i) v.push_back(pool.allocate());
+        peak.arrive_and_wait();
+        for (void* p : v) pool.deallocate(p);
+      });
+    }
+    for (auto& th : threads) th.join();
+    if (wave == 0) reserved_after_first_wave = pool.bytes_reserved();
+  }
+  EXPECT_LE(pool.bytes_reserved(), 2 * reserved_after_first_wave);
+}
+
+// More threads alive at once than there are shards: the extra threads share the
+// depot directly and everything still balances.
+TEST(Stress, MoreThreadsThanShards) {
+  ConcurrentFixedPool pool(32);
+  std::atomic<int> corrupted{0};
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 300; ++t) {
+    threads.emplace_back([&, t] {
+      void* p = pool.allocate();
+      fill(p, 32, static_cast<std::uint64_t>(t) << 16);
+      ready.fetch_add(1);
+      while (ready.load() < 300) std::this_thread::yield();
+      for (int i = 0; i < 50; ++i) {
+        void* q = pool.allocate();
+        fill(q, 32, 99);
+        pool.deallocate(q);
+      }
+      if (!intact(p, 32, static_cast<std::uint64_t>(t) << 16)) ++corrupted;
+      pool.deallocate(p);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(corrupted.load(), 0);
+}
+
+}  // namespace
+}  // namespace mempool
