@@ -12,7 +12,8 @@ namespace {
 
 // Appends s to buf at *pos, never past cap - 1.
 void append(char* buf, std::size_t cap, std::size_t* pos, const char* s) noexcept {
-  while (*s != '\0' && *pos + 1 < cap) buf[(*pos)++] = *s++;
+  while (*s != '\0' && *pos + 1 < cap)
+    buf[(*pos)++] = *s++;
 }
 
 void append_hex(char* buf, std::size_t cap, std::size_t* pos, std::uintptr_t v) noexcept {
@@ -23,7 +24,8 @@ void append_hex(char* buf, std::size_t cap, std::size_t* pos, std::uintptr_t v) 
     v >>= 4;
   } while (v != 0);
   append(buf, cap, pos, "0x");
-  while (n > 0 && *pos + 1 < cap) buf[(*pos)++] = digits[--n];
+  while (n > 0 && *pos + 1 < cap)
+    buf[(*pos)++] = digits[--n];
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ TEST(BitmapPool, AllocatesExactlyCapacityBlocks) {
   }
   EXPECT_EQ(rt.in_use(), 4096u);
   EXPECT_EQ(rt.allocate(), nullptr) << "full is nullptr, not a crash";
-  for (void* p : seen) rt.deallocate(p);
+  for (void* p : seen)
+    rt.deallocate(p);
   EXPECT_EQ(rt.in_use(), 0u);
 }
 
@@ -35,7 +36,8 @@ TEST(BitmapPool, TakesAllItsMemoryAtConstruction) {
   const long maps = mempool::testing::os_map_count();
   BitmapPool rt(48, 1000);
   EXPECT_EQ(mempool::testing::os_map_count(), maps + 1);
-  for (int i = 0; i < 1000; ++i) ASSERT_NE(rt.allocate(), nullptr);
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_NE(rt.allocate(), nullptr);
   EXPECT_EQ(mempool::testing::os_map_count(), maps + 1) << "no allocation after construction";
 }
 
@@ -52,7 +54,8 @@ TEST(BitmapPool, CapacityTwoToTheEighteen) {
   EXPECT_EQ(rt.allocate(), nullptr);
   rt.deallocate(v[kCap / 2 + 7]);
   EXPECT_EQ(rt.allocate(), v[kCap / 2 + 7]) << "the one free block is found";
-  for (void* p : v) rt.deallocate(p);
+  for (void* p : v)
+    rt.deallocate(p);
   EXPECT_EQ(rt.in_use(), 0u);
 }
 
@@ -112,12 +115,14 @@ TEST(BitmapPool, OddBlockSizesDivideExactly) {
   for (std::size_t size : {24u, 48u, 80u, 112u, 1000u, 4000u}) {
     BitmapPool rt(size, 300);
     std::vector<char*> v;
-    for (int i = 0; i < 300; ++i) v.push_back(static_cast<char*>(rt.allocate()));
+    for (int i = 0; i < 300; ++i)
+      v.push_back(static_cast<char*>(rt.allocate()));
     for (char* p : v) {
       ASSERT_TRUE(rt.owns(p));
       ASSERT_FALSE(rt.owns(p + 16));
     }
-    for (char* p : v) ASSERT_TRUE(rt.try_deallocate(p));
+    for (char* p : v)
+      ASSERT_TRUE(rt.try_deallocate(p));
   }
 }
 

@@ -26,19 +26,24 @@ TEST(ConcurrentFixedPool, AllocatesDistinctAlignedBlocks) {
     ASSERT_TRUE(seen.insert(p).second);
     ASSERT_TRUE(pool.owns(p));
   }
-  for (void* p : seen) pool.deallocate(p);
+  for (void* p : seen)
+    pool.deallocate(p);
   pool.deallocate(nullptr);
 }
 
 TEST(ConcurrentFixedPool, ReusesFreedBlocksBeforeGrowing) {
   ConcurrentFixedPool pool(32);
   std::vector<void*> v;
-  for (int i = 0; i < 5000; ++i) v.push_back(pool.allocate());
+  for (int i = 0; i < 5000; ++i)
+    v.push_back(pool.allocate());
   const std::size_t reserved = pool.bytes_reserved();
-  for (void* p : v) pool.deallocate(p);
-  for (int i = 0; i < 5000; ++i) v[i] = pool.allocate();
+  for (void* p : v)
+    pool.deallocate(p);
+  for (int i = 0; i < 5000; ++i)
+    v[i] = pool.allocate();
   EXPECT_EQ(pool.bytes_reserved(), reserved);
-  for (void* p : v) pool.deallocate(p);
+  for (void* p : v)
+    pool.deallocate(p);
 }
 
 TEST(ConcurrentFixedPool, OwnsRejectsForeignAndInteriorPointers) {
@@ -62,16 +67,20 @@ TEST(ConcurrentFixedPool, ThreadExitStrandsNothing) {
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&] {
         std::vector<void*> v;
-        for (int i = 0; i < 2000; ++i) v.push_back(pool.allocate());
+        for (int i = 0; i < 2000; ++i)
+          v.push_back(pool.allocate());
         peak.arrive_and_wait();
-        for (void* p : v) pool.deallocate(p);
+        for (void* p : v)
+          pool.deallocate(p);
       });
     }
-    for (auto& th : threads) th.join();
+    for (auto& th : threads)
+      th.join();
   };
   wave();
   const std::size_t reserved = pool.bytes_reserved();
-  for (int i = 0; i < 5; ++i) wave();
+  for (int i = 0; i < 5; ++i)
+    wave();
   EXPECT_EQ(pool.bytes_reserved(), reserved) << "later waves reuse the exited threads' blocks";
 }
 
@@ -84,9 +93,11 @@ TEST(ConcurrentFixedPool, ProducerConsumerDoesNotGrowWithoutBound) {
   std::size_t reserved_after_first = 0;
   for (int r = 0; r < kRounds; ++r) {
     std::vector<void*> v;
-    for (int i = 0; i < kPerRound; ++i) v.push_back(pool.allocate());
+    for (int i = 0; i < kPerRound; ++i)
+      v.push_back(pool.allocate());
     std::thread consumer([&] {
-      for (void* p : v) pool.deallocate(p);
+      for (void* p : v)
+        pool.deallocate(p);
     });
     consumer.join();
     if (r == 0) reserved_after_first = pool.bytes_reserved();
@@ -96,7 +107,8 @@ TEST(ConcurrentFixedPool, ProducerConsumerDoesNotGrowWithoutBound) {
 
 TEST(ConcurrentFixedPool, ManyPoolsManyThreads) {
   std::vector<ConcurrentFixedPool> pools;
-  for (int i = 0; i < 8; ++i) pools.emplace_back(16 + 8 * i);
+  for (int i = 0; i < 8; ++i)
+    pools.emplace_back(16 + 8 * i);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
@@ -109,7 +121,8 @@ TEST(ConcurrentFixedPool, ManyPoolsManyThreads) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
 }
 
 TEST(ConcurrentFixedPool, MoveKeepsBlocksValid) {
@@ -138,7 +151,8 @@ TEST(ConcurrentFixedPool, OutOfMemory) {
   for (std::size_t i = 0; i < live.size(); ++i) {
     ASSERT_EQ(static_cast<unsigned char*>(live[i])[1023], i & 0xff);
   }
-  for (void* p : live) pool.deallocate(p);
+  for (void* p : live)
+    pool.deallocate(p);
 }
 
 TEST(ConcurrentFixedPool, BadArguments) {
@@ -151,7 +165,8 @@ TEST(ConcurrentFixedPool, DestructionUnmapsEverything) {
   const std::size_t before = mempool::testing::os_bytes_mapped();
   {
     ConcurrentFixedPool pool(64);
-    for (int i = 0; i < 50000; ++i) (void)pool.allocate();
+    for (int i = 0; i < 50000; ++i)
+      (void)pool.allocate();
     EXPECT_GT(mempool::testing::os_bytes_mapped(), before);
   }
   EXPECT_EQ(mempool::testing::os_bytes_mapped(), before);

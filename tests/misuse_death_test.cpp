@@ -13,7 +13,9 @@ namespace {
 
 constexpr std::uintptr_t kFar = std::uintptr_t{1} << 38;
 
-char* far_from(void* p) { return static_cast<char*>(p) + kFar; }
+char* far_from(void* p) {
+  return static_cast<char*>(p) + kFar;
+}
 
 TEST(MisuseDeathTest, BitmapPoolDoubleFree) {
   BitmapPool rt(64, 16);
@@ -43,7 +45,8 @@ TEST(MisuseDeathTest, ObjectPoolDoubleFree) {
   ObjectPool<int> pool;
   int* p = pool.create(1);
   pool.destroy(p);
-  EXPECT_DEATH(pool.deallocate(p), "^mempool: ObjectPool: double free \\(pointer 0x[0-9a-f]+\\)\n$");
+  EXPECT_DEATH(pool.deallocate(p),
+               "^mempool: ObjectPool: double free \\(pointer 0x[0-9a-f]+\\)\n$");
 }
 
 TEST(MisuseDeathTest, ObjectPoolForeignPointers) {
@@ -89,7 +92,8 @@ TEST(MisuseDeathTest, CheckedPoolsAcceptCorrectUse) {
     pool.destroy(b);
   }
   ConcurrentFixedPool shared(64);
-  for (int i = 0; i < 1000; ++i) shared.deallocate(shared.allocate());
+  for (int i = 0; i < 1000; ++i)
+    shared.deallocate(shared.allocate());
   SUCCEED();
 }
 

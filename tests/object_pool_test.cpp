@@ -21,7 +21,9 @@ struct Order {
   double price = 0;
 };
 
-bool aligned(const void* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
+bool aligned(const void* p, std::size_t a) {
+  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
+}
 
 TEST(ObjectPool, CreateConstructsAndDestroyRecycles) {
   ObjectPool<Order> pool;
@@ -49,7 +51,8 @@ TEST(ObjectPool, BlocksAreDistinctAlignedAndHoldTheirData) {
     EXPECT_EQ(all[i]->id, i);
     EXPECT_EQ(all[i]->symbol, std::to_string(i));
   }
-  for (Order* o : all) pool.destroy(o);
+  for (Order* o : all)
+    pool.destroy(o);
 }
 
 TEST(ObjectPool, RawAllocateDeallocate) {
@@ -114,8 +117,10 @@ TEST(ObjectPool, DestroysObjectsStillAliveAtTeardown) {
   {
     ObjectPool<Counted> pool;
     std::vector<Counted*> v;
-    for (int i = 0; i < 300; ++i) v.push_back(pool.create());
-    for (int i = 0; i < 300; i += 2) pool.destroy(v[i]);
+    for (int i = 0; i < 300; ++i)
+      v.push_back(pool.create());
+    for (int i = 0; i < 300; i += 2)
+      pool.destroy(v[i]);
     EXPECT_EQ(Counted::alive, 150);
   }
   EXPECT_EQ(Counted::alive, 0);
@@ -124,8 +129,10 @@ TEST(ObjectPool, DestroysObjectsStillAliveAtTeardown) {
 TEST(ObjectPool, StatsCountEverything) {
   ObjectPool<Order, WithStats> pool;
   std::vector<Order*> v;
-  for (int i = 0; i < 1000; ++i) v.push_back(pool.create(i, "x"));
-  for (int i = 0; i < 400; ++i) pool.destroy(v[i]);
+  for (int i = 0; i < 1000; ++i)
+    v.push_back(pool.create(i, "x"));
+  for (int i = 0; i < 400; ++i)
+    pool.destroy(v[i]);
   const PoolStats s = pool.stats();
   EXPECT_EQ(s.allocations, 1000u);
   EXPECT_EQ(s.frees, 400u);
@@ -133,15 +140,16 @@ TEST(ObjectPool, StatsCountEverything) {
   EXPECT_EQ(s.peak, 1000u);
   EXPECT_GE(s.chunks, 2u);
   EXPECT_GE(s.bytes_reserved, 1000u * pool.block_size());
-  for (int i = 400; i < 1000; ++i) pool.destroy(v[i]);
+  for (int i = 400; i < 1000; ++i)
+    pool.destroy(v[i]);
 }
 
 // WithStats is opt-in at no cost: NoStats adds no byte (and, per the callgrind
 // numbers in bench/, no instruction).
 TEST(ObjectPool, NoStatsAddsNoSize) {
   static_assert(std::is_empty_v<NoStats>);
-  EXPECT_EQ(sizeof(FixedPool), sizeof(detail::FreeList) + sizeof(detail::ChunkArena) +
-                                   sizeof(const char*));
+  EXPECT_EQ(sizeof(FixedPool),
+            sizeof(detail::FreeList) + sizeof(detail::ChunkArena) + sizeof(const char*));
   EXPECT_GT(sizeof(BasicFixedPool<WithStats>), sizeof(FixedPool));
 }
 
@@ -162,7 +170,8 @@ TEST(ObjectPool, OutOfMemoryThrowsAndKeepsLiveBlocks) {
   std::vector<Order*> live;
   mempool::testing::fail_os_maps_after(3);
   try {
-    for (;;) live.push_back(pool.create(static_cast<int>(live.size()), "live"));
+    for (;;)
+      live.push_back(pool.create(static_cast<int>(live.size()), "live"));
   } catch (const std::bad_alloc&) {
   }
   mempool::testing::fail_os_maps_after(-1);
@@ -172,7 +181,8 @@ TEST(ObjectPool, OutOfMemoryThrowsAndKeepsLiveBlocks) {
     ASSERT_EQ(live[i]->id, static_cast<int>(i));
     ASSERT_EQ(live[i]->symbol, "live");
   }
-  for (Order* o : live) pool.destroy(o);
+  for (Order* o : live)
+    pool.destroy(o);
 }
 
 TEST(FixedPool, RuntimeSizeAndAlignment) {
@@ -188,14 +198,17 @@ TEST(FixedPool, RuntimeSizeAndAlignment) {
   }
   for (int i = 0; i < 1000; ++i) {
     const auto* bytes = static_cast<const unsigned char*>(v[i]);
-    for (int k = 0; k < 48; ++k) ASSERT_EQ(bytes[k], i & 0xff);
+    for (int k = 0; k < 48; ++k)
+      ASSERT_EQ(bytes[k], i & 0xff);
   }
-  for (void* p : v) fixed.deallocate(p);
+  for (void* p : v)
+    fixed.deallocate(p);
 }
 
 TEST(FixedPool, PageAlignedBlocks) {
   FixedPool fixed(100, 4096);
-  for (int i = 0; i < 10; ++i) EXPECT_TRUE(aligned(fixed.allocate(), 4096));
+  for (int i = 0; i < 10; ++i)
+    EXPECT_TRUE(aligned(fixed.allocate(), 4096));
 }
 
 TEST(FixedPool, TryAllocateReturnsNullWhenTheOsRefuses) {
@@ -225,7 +238,8 @@ TEST(FixedPool, DestructionUnmapsEverything) {
   const std::size_t bytes_before = mempool::testing::os_bytes_mapped();
   {
     FixedPool fixed(64);
-    for (int i = 0; i < 100000; ++i) (void)fixed.allocate();
+    for (int i = 0; i < 100000; ++i)
+      (void)fixed.allocate();
     EXPECT_GT(mempool::testing::os_map_count(), maps_before);
     EXPECT_EQ(mempool::testing::os_bytes_mapped() - bytes_before, fixed.bytes_reserved());
     EXPECT_GE(fixed.bytes_reserved(), 6400000u);

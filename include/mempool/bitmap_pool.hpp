@@ -89,8 +89,9 @@ class BitmapPool {
         reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(base_);
     if (MEMPOOL_UNLIKELY(offset >= bytes_)) return kForeign;  // also catches p < base_
     const std::size_t i =
-        magic_ != 0 ? static_cast<std::size_t>((static_cast<detail::uint128>(offset) * magic_) >> 64)
-                    : offset / block_size_;
+        magic_ != 0
+            ? static_cast<std::size_t>((static_cast<detail::uint128>(offset) * magic_) >> 64)
+            : offset / block_size_;
     if (MEMPOOL_UNLIKELY(i * block_size_ != offset)) return kForeign;  // inside a block
     return i;
   }
@@ -113,10 +114,10 @@ class BitmapPool {
 
   char* base_ = nullptr;
   std::size_t block_size_ = 0;
-  std::size_t bytes_ = 0;          // block_size_ x capacity
-  std::uint64_t magic_ = 0;        // ceil(2^64 / block_size_), or 0: divide
+  std::size_t bytes_ = 0;    // block_size_ x capacity
+  std::uint64_t magic_ = 0;  // ceil(2^64 / block_size_), or 0: divide
   std::size_t alignment_ = 0;
-  std::size_t mapped_bytes_ = 0;   // non-zero when we own the storage
+  std::size_t mapped_bytes_ = 0;  // non-zero when we own the storage
   detail::AtomicBitmap bits_;
 };
 

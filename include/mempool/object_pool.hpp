@@ -77,9 +77,7 @@ class BasicFixedPool {
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return arena_.bytes_reserved(); }
 
   // Counters; only with WithStats.
-  [[nodiscard]] PoolStats stats() const noexcept
-    requires(Stats::enabled)
-  {
+  [[nodiscard]] PoolStats stats() const noexcept requires(Stats::enabled) {
     PoolStats s = stats_.snapshot();
     s.chunks = arena_.chunk_count();
     s.bytes_reserved = arena_.bytes_reserved();
@@ -184,8 +182,8 @@ class ObjectPool : private BasicFixedPool<Stats> {
     Base::deallocate(p);
   }
 
-  using Base::allocate;
   using Base::alignment;
+  using Base::allocate;
   using Base::block_size;
   using Base::bytes_reserved;
   using Base::deallocate;

@@ -10,12 +10,12 @@ namespace mempool {
 
 // A snapshot of one pool's counters.
 struct PoolStats {
-  std::uint64_t allocations = 0;  // blocks handed out since construction
-  std::uint64_t frees = 0;        // blocks given back
-  std::uint64_t live = 0;         // allocations - frees
-  std::uint64_t peak = 0;         // highest `live` seen
-  std::size_t chunks = 0;         // chunks mapped from the OS
-  std::size_t bytes_reserved = 0; // bytes in those chunks
+  std::uint64_t allocations = 0;   // blocks handed out since construction
+  std::uint64_t frees = 0;         // blocks given back
+  std::uint64_t live = 0;          // allocations - frees
+  std::uint64_t peak = 0;          // highest `live` seen
+  std::size_t chunks = 0;          // chunks mapped from the OS
+  std::size_t bytes_reserved = 0;  // bytes in those chunks
 };
 
 // No counting at all (the default).

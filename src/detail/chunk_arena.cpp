@@ -18,7 +18,9 @@ constexpr std::size_t kMaxChunkBytes = std::size_t{1} << 20;
 
 }  // namespace
 
-ChunkArena::~ChunkArena() { release_all(); }
+ChunkArena::~ChunkArena() {
+  release_all();
+}
 
 ChunkArena::ChunkArena(ChunkArena&& other) noexcept
     : layout_(other.layout_),
@@ -47,7 +49,8 @@ ChunkArena& ChunkArena::operator=(ChunkArena&& other) noexcept {
 }
 
 void ChunkArena::release_all() noexcept {
-  for (Chunk& c : chunks_) os_unmap(c.base, c.bytes);
+  for (Chunk& c : chunks_)
+    os_unmap(c.base, c.bytes);
   chunks_.clear();
   by_address_.clear();
   bytes_reserved_ = 0;

@@ -24,7 +24,8 @@ class ThreadSlotRegistry {
   // slot is free for the next thread.
   void release(std::uint32_t slot) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (ThreadExitListener* l = listeners_; l != nullptr; l = l->next_) l->on_thread_exit(slot);
+    for (ThreadExitListener* l = listeners_; l != nullptr; l = l->next_)
+      l->on_thread_exit(slot);
     if (slot != kSharedSlot) used_[slot] = false;
   }
 

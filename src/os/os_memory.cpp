@@ -51,9 +51,15 @@ void os_unmap(void* p, std::size_t bytes) noexcept {
 
 namespace testing {
 
-void fail_os_maps_after(long n) noexcept { g_maps_left_before_failure.store(n < 0 ? -1 : n); }
-long os_map_count() noexcept { return g_map_count.load(std::memory_order_relaxed); }
-std::size_t os_bytes_mapped() noexcept { return g_bytes_mapped.load(std::memory_order_relaxed); }
+void fail_os_maps_after(long n) noexcept {
+  g_maps_left_before_failure.store(n < 0 ? -1 : n);
+}
+long os_map_count() noexcept {
+  return g_map_count.load(std::memory_order_relaxed);
+}
+std::size_t os_bytes_mapped() noexcept {
+  return g_bytes_mapped.load(std::memory_order_relaxed);
+}
 
 }  // namespace testing
 

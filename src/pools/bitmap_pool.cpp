@@ -70,8 +70,8 @@ BitmapPool::BitmapPool(std::size_t block_size, std::size_t capacity, std::span<s
                  0) {
   if (storage.data() == nullptr || storage.size() < bytes_) {
     throw std::invalid_argument(detail::argument_message(
-        kName, ("storage of " + std::to_string(storage.size()) + " bytes is too small: " +
-                std::to_string(bytes_) + " needed")
+        kName, ("storage of " + std::to_string(storage.size()) +
+                " bytes is too small: " + std::to_string(bytes_) + " needed")
                    .c_str()));
   }
   if (reinterpret_cast<std::uintptr_t>(storage.data()) % alignment_ != 0) {
@@ -103,6 +103,8 @@ BitmapPool& BitmapPool::operator=(BitmapPool&& other) noexcept {
   return *this;
 }
 
-BitmapPool::~BitmapPool() { detail::os_unmap(base_, mapped_bytes_); }
+BitmapPool::~BitmapPool() {
+  detail::os_unmap(base_, mapped_bytes_);
+}
 
 }  // namespace mempool

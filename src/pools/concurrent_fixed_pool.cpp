@@ -175,7 +175,9 @@ bool ConcurrentFixedPool::owns(const void* p) const noexcept {
   return state_->arena.owns(p);
 }
 
-std::size_t ConcurrentFixedPool::block_size() const noexcept { return state_->arena.layout().size; }
+std::size_t ConcurrentFixedPool::block_size() const noexcept {
+  return state_->arena.layout().size;
+}
 std::size_t ConcurrentFixedPool::alignment() const noexcept {
   return state_->arena.layout().alignment;
 }
@@ -183,6 +185,8 @@ std::size_t ConcurrentFixedPool::bytes_reserved() const noexcept {
   std::lock_guard<std::mutex> lock(state_->grow_mutex);
   return state_->arena.bytes_reserved();
 }
-std::size_t ConcurrentFixedPool::batch_size() const noexcept { return state_->batch; }
+std::size_t ConcurrentFixedPool::batch_size() const noexcept {
+  return state_->batch;
+}
 
 }  // namespace mempool

@@ -27,7 +27,8 @@ TEST(AtomicStack, PushPopSingleThread) {
 TEST(AtomicStack, ChainsAndPopAll) {
   std::vector<FreeBlock> b(6);
   FreeList local;
-  for (auto& x : b) local.push(&x);
+  for (auto& x : b)
+    local.push(&x);
   AtomicStack s;
   s.push_chain(local.pop_chain(4));
   s.push_chain(local.take_all());
@@ -46,7 +47,8 @@ TEST(AtomicStack, ConcurrentPopPushNeverDuplicates) {
   std::vector<FreeBlock> b(kBlocks);
   std::vector<std::atomic<int>> owner(kBlocks);
   AtomicStack s;
-  for (auto& x : b) s.push(&x);
+  for (auto& x : b)
+    s.push(&x);
   std::atomic<bool> duplicate{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -62,10 +64,12 @@ TEST(AtomicStack, ConcurrentPopPushNeverDuplicates) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   EXPECT_FALSE(duplicate.load());
   std::set<void*> seen;
-  while (void* p = s.pop()) EXPECT_TRUE(seen.insert(p).second);
+  while (void* p = s.pop())
+    EXPECT_TRUE(seen.insert(p).second);
   EXPECT_EQ(seen.size(), static_cast<std::size_t>(kBlocks));
 }
 

@@ -22,23 +22,38 @@ void claim_all_then_release(std::size_t bits) {
   }
   EXPECT_EQ(bm.claim(0), AtomicBitmap::npos);
   EXPECT_EQ(bm.count(), 0u);
-  for (std::size_t i = 0; i < bits; i += 3) EXPECT_TRUE(bm.release(i));
+  for (std::size_t i = 0; i < bits; i += 3)
+    EXPECT_TRUE(bm.release(i));
   EXPECT_FALSE(bm.release(0)) << "releasing a set bit reports it";
-  for (std::size_t i = 0; i < bits; i += 3) EXPECT_EQ(bm.claim(i), i) << "the hinted bit is free";
+  for (std::size_t i = 0; i < bits; i += 3)
+    EXPECT_EQ(bm.claim(i), i) << "the hinted bit is free";
   EXPECT_EQ(bm.claim(0), AtomicBitmap::npos);
 }
 
-TEST(AtomicBitmap, OneLevel) { claim_all_then_release(1); }
-TEST(AtomicBitmap, OneFullWord) { claim_all_then_release(64); }
-TEST(AtomicBitmap, TwoLevelsPartialWord) { claim_all_then_release(65); }
-TEST(AtomicBitmap, ThreeLevels) { claim_all_then_release(64 * 64 + 1); }
-TEST(AtomicBitmap, TwoToTheEighteen) { claim_all_then_release(std::size_t{1} << 18); }
-TEST(AtomicBitmap, FourLevels) { claim_all_then_release((std::size_t{1} << 18) + 100); }
+TEST(AtomicBitmap, OneLevel) {
+  claim_all_then_release(1);
+}
+TEST(AtomicBitmap, OneFullWord) {
+  claim_all_then_release(64);
+}
+TEST(AtomicBitmap, TwoLevelsPartialWord) {
+  claim_all_then_release(65);
+}
+TEST(AtomicBitmap, ThreeLevels) {
+  claim_all_then_release(64 * 64 + 1);
+}
+TEST(AtomicBitmap, TwoToTheEighteen) {
+  claim_all_then_release(std::size_t{1} << 18);
+}
+TEST(AtomicBitmap, FourLevels) {
+  claim_all_then_release((std::size_t{1} << 18) + 100);
+}
 
 TEST(AtomicBitmap, FindsTheLastFreeBitAnywhere) {
   const std::size_t bits = 100000;
   AtomicBitmap bm(bits);
-  for (std::size_t n = 0; n < bits; ++n) ASSERT_NE(bm.claim(0), AtomicBitmap::npos);
+  for (std::size_t n = 0; n < bits; ++n)
+    ASSERT_NE(bm.claim(0), AtomicBitmap::npos);
   for (const std::size_t last : {std::size_t{0}, std::size_t{4095}, std::size_t{4096}, bits - 1}) {
     ASSERT_TRUE(bm.release(last));
     EXPECT_TRUE(bm.test(last));
@@ -72,10 +87,12 @@ TEST(AtomicBitmap, ConcurrentClaimsAreUnique) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(bm.count(), kBits) << "every bit came back and the summaries agree";
-  for (std::size_t n = 0; n < kBits; ++n) ASSERT_NE(bm.claim(n), AtomicBitmap::npos);
+  for (std::size_t n = 0; n < kBits; ++n)
+    ASSERT_NE(bm.claim(n), AtomicBitmap::npos);
 }
 
 }  // namespace

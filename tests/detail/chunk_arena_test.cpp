@@ -42,7 +42,8 @@ TEST(ChunkArena, CarveChainIsLinked) {
   const FreeChain c = arena.carve(10);
   ASSERT_EQ(c.count, 10u);
   std::size_t n = 1;
-  for (FreeBlock* b = c.first; b != c.last; b = b->next) ++n;
+  for (FreeBlock* b = c.first; b != c.last; b = b->next)
+    ++n;
   EXPECT_EQ(n, 10u);
 }
 

@@ -28,7 +28,8 @@ TEST(FreeList, PopsInLifoOrder) {
 TEST(FreeList, PopChainTakesAtMostN) {
   Blocks b;
   FreeList list;
-  for (int i = 0; i < 5; ++i) list.push(b[i]);
+  for (int i = 0; i < 5; ++i)
+    list.push(b[i]);
   const FreeChain c = list.pop_chain(3);
   EXPECT_EQ(c.count, 3u);
   EXPECT_EQ(c.first, b[4]);
@@ -60,7 +61,8 @@ TEST(FreeList, PushChainSplicesInFront) {
 TEST(FreeList, TakeAllCounts) {
   Blocks b;
   FreeList list;
-  for (int i = 0; i < 7; ++i) list.push(b[i]);
+  for (int i = 0; i < 7; ++i)
+    list.push(b[i]);
   const FreeChain c = list.take_all();
   EXPECT_EQ(c.count, 7u);
   EXPECT_EQ(c.last, b[0]);

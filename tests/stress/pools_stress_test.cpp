@@ -52,7 +52,8 @@ class Exchange {
 
 void fill(void* p, std::size_t size, std::uint64_t tag) {
   auto* w = static_cast<std::uint64_t*>(p);
-  for (std::size_t i = 0; i < size / 8; ++i) w[i] = tag + i;
+  for (std::size_t i = 0; i < size / 8; ++i)
+    w[i] = tag + i;
 }
 
 bool intact(const void* p, std::size_t size, std::uint64_t tag) {
@@ -109,27 +110,33 @@ void hammer(std::size_t size, Alloc alloc, Release release) {
       }
     });
   }
-  for (auto& th : threads) th.join();
-  for (void* p : exchange.drain()) release(p);
+  for (auto& th : threads)
+    th.join();
+  for (void* p : exchange.drain())
+    release(p);
   EXPECT_EQ(corrupted.load(), 0);
 }
 
 TEST(Stress, ConcurrentFixedPoolCrossThreadFrees) {
   ConcurrentFixedPool pool(64);
-  hammer(64, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+  hammer(
+      64, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
 }
 
 TEST(Stress, ConcurrentFixedPoolSmallBlocks) {
   ConcurrentFixedPool pool(8);
-  hammer(8, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+  hammer(
+      8, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
 }
 
 TEST(Stress, BitmapPoolCrossThreadFrees) {
   // Small enough to run full: allocate must answer nullptr, never a taken block.
   BitmapPool pool(64, 2000);
-  hammer(64, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+  hammer(
+      64, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
   EXPECT_EQ(pool.in_use(), 0u);
-  for (std::size_t i = 0; i < pool.capacity(); ++i) ASSERT_NE(pool.allocate(), nullptr);
+  for (std::size_t i = 0; i < pool.capacity(); ++i)
+    ASSERT_NE(pool.allocate(), nullptr);
 }
 
 // Short-lived threads, each using the pool for a moment: slots are recycled and
@@ -143,12 +150,15 @@ TEST(Stress, ConcurrentFixedPoolThreadChurn) {
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&] {
         std::vector<void*> v;
-        for (int i = 0; i < 500; ++i) v.push_back(pool.allocate());
+        for (int i = 0; i < 500; ++i)
+          v.push_back(pool.allocate());
         peak.arrive_and_wait();
-        for (void* p : v) pool.deallocate(p);
+        for (void* p : v)
+          pool.deallocate(p);
       });
     }
-    for (auto& th : threads) th.join();
+    for (auto& th : threads)
+      th.join();
     if (wave == 0) reserved_after_first_wave = pool.bytes_reserved();
   }
   EXPECT_LE(pool.bytes_reserved(), 2 * reserved_after_first_wave);
@@ -166,7 +176,8 @@ TEST(Stress, MoreThreadsThanShards) {
       void* p = pool.allocate();
       fill(p, 32, static_cast<std::uint64_t>(t) << 16);
       ready.fetch_add(1);
-      while (ready.load() < 300) std::this_thread::yield();
+      while (ready.load() < 300)
+        std::this_thread::yield();
       for (int i = 0; i < 50; ++i) {
         void* q = pool.allocate();
         fill(q, 32, 99);
@@ -176,7 +187,8 @@ TEST(Stress, MoreThreadsThanShards) {
       pool.deallocate(p);
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   EXPECT_EQ(corrupted.load(), 0);
 }
 

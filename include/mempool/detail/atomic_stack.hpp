@@ -18,7 +18,8 @@
 #include "mempool/detail/platform.hpp"
 
 #if !defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
-#error "mempool needs a 16-byte compare-and-swap: compile with -mcx16 on x86-64 (the mempool::mempool CMake target adds it)"
+#error \
+    "mempool needs a 16-byte compare-and-swap: compile with -mcx16 on x86-64 (the mempool::mempool CMake target adds it)"
 #endif
 
 namespace mempool::detail {

@@ -19,7 +19,6 @@ struct BlockLayout {
 // asked), at least a pointer (the free list lives in free blocks), and 16 once the
 // block is 16 bytes or more. Throws std::invalid_argument / std::length_error
 // naming `allocator` and the bad parameter.
-BlockLayout make_block_layout(const char* allocator, std::size_t block_size,
-                              std::size_t alignment);
+BlockLayout make_block_layout(const char* allocator, std::size_t block_size, std::size_t alignment);
 
 }  // namespace mempool::detail

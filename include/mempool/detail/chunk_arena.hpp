@@ -46,7 +46,8 @@ class ChunkArena {
   template <class F>
   void for_each_carved(F&& f) const {
     for (const Chunk& c : chunks_) {
-      for (std::size_t i = 0; i < c.carved; ++i) f(c.base + i * layout_.size);
+      for (std::size_t i = 0; i < c.carved; ++i)
+        f(c.base + i * layout_.size);
     }
   }
 
@@ -60,8 +61,8 @@ class ChunkArena {
   struct Chunk {
     char* base;
     std::size_t bytes;
-    std::size_t blocks;  // capacity in blocks
-    std::size_t carved;  // blocks handed out so far (a prefix)
+    std::size_t blocks;                                       // capacity in blocks
+    std::size_t carved;                                       // blocks handed out so far (a prefix)
     std::unique_ptr<std::atomic<std::uint64_t>[]> allocated;  // tracking only
   };
 

@@ -42,7 +42,9 @@ inline constexpr std::size_t kMaxPoolAlignment = 4096;
 // The OS page size, read once (sysconf) and cached.
 std::size_t page_size() noexcept;
 
-constexpr bool is_power_of_two(std::size_t x) noexcept { return std::has_single_bit(x); }
+constexpr bool is_power_of_two(std::size_t x) noexcept {
+  return std::has_single_bit(x);
+}
 
 // Rounds x up to a multiple of a power-of-two alignment. Returns 0 on overflow so
 // that callers can report it instead of wrapping around.
