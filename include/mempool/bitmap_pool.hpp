@@ -97,11 +97,14 @@ class BitmapPool {
   }
 
   // Threads start their search at different places so they claim bits in
-  // different words (different cache lines) when they can.
+  // different words (different cache lines) when they can. The key is the
+  // address of a thread-local variable: distinct per thread, and free to get
+  // (no registration, so even a thread's first call is bounded).
   [[nodiscard]] std::size_t hint() const noexcept {
-    std::uint32_t slot = detail::tls_thread_slot;
-    if (MEMPOOL_UNLIKELY(slot == detail::kNoSlotYet)) slot = detail::acquire_thread_slot();
-    return static_cast<std::size_t>((std::uint64_t{slot * 0x9E3779B9u} * bits_.size()) >> 32);
+    const auto key =
+        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&detail::tls_thread_slot) >> 4);
+    const auto spread = static_cast<std::uint32_t>(key * 0x9E3779B97F4A7C15u >> 32);
+    return static_cast<std::size_t>((std::uint64_t{spread} * bits_.size()) >> 32);
   }
 
   struct Config {

@@ -39,6 +39,7 @@ class BasicFixedPool {
         arena_(std::move(other.arena_)),
         name_(other.name_) {}
   BasicFixedPool& operator=(BasicFixedPool&& other) noexcept {
+    if (this == &other) return *this;
     free_ = std::move(other.free_);
     stats_ = std::exchange(other.stats_, Stats{});
     arena_ = std::move(other.arena_);  // unmaps what this pool held

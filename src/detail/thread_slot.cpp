@@ -2,6 +2,7 @@
 
 #include <bitset>
 #include <mutex>
+#include <type_traits>
 
 namespace mempool::detail {
 
@@ -56,12 +57,11 @@ class ThreadSlotRegistry {
 
 namespace {
 
-// Never destroyed, so threads that exit during or after
-// static destruction still find it.
-ThreadSlotRegistry& registry() noexcept {
-  static ThreadSlotRegistry* const r = new ThreadSlotRegistry();  // never deleted
-  return *r;
-}
+// Constant-initialised with a trivial destructor: threads that exit during or
+// after static destruction still find it intact.
+constinit ThreadSlotRegistry g_registry;
+static_assert(std::is_trivially_destructible_v<ThreadSlotRegistry>);
+ThreadSlotRegistry& registry() noexcept { return g_registry; }
 
 // Its destructor is the thread-exit hook.
 struct SlotOwner {
