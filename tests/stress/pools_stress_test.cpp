@@ -50,18 +50,23 @@ class Exchange {
   std::vector<void*> items_;
 };
 
+// The pattern covers the first 8 words and the last word of a block: enough to
+// catch two owners of one block, cheap enough for 4 KiB blocks.
 void fill(void* p, std::size_t size, std::uint64_t tag) {
   auto* w = static_cast<std::uint64_t*>(p);
-  for (std::size_t i = 0; i < size / 8; ++i)
+  const std::size_t words = size / 8;
+  for (std::size_t i = 0; i < words && i < 8; ++i)
     w[i] = tag + i;
+  w[words - 1] = tag + words - 1;
 }
 
 bool intact(const void* p, std::size_t size, std::uint64_t tag) {
   const auto* w = static_cast<const std::uint64_t*>(p);
-  for (std::size_t i = 0; i < size / 8; ++i) {
+  const std::size_t words = size / 8;
+  for (std::size_t i = 0; i < words && i < 8; ++i) {
     if (w[i] != tag + i) return false;
   }
-  return true;
+  return w[words - 1] == tag + words - 1;
 }
 
 struct Held {
@@ -127,6 +132,15 @@ TEST(Stress, ConcurrentFixedPoolSmallBlocks) {
   ConcurrentFixedPool pool(8);
   hammer(
       8, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+}
+
+// Large blocks make small batches (8 blocks, a shard holds 16), so blocks cross
+// the lock-free depot all the time: the ABA-safe stack under real contention.
+TEST(Stress, ConcurrentFixedPoolDepotTraffic) {
+  ConcurrentFixedPool pool(4096);
+  ASSERT_EQ(pool.batch_size(), 8u);
+  hammer(
+      4096, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
 }
 
 TEST(Stress, BitmapPoolCrossThreadFrees) {
