@@ -6,8 +6,10 @@
 // double free or a pointer not from this pool stops the process with one line.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "mempool/detail/bitmap.hpp"
@@ -48,7 +50,7 @@ class BitmapPool {
 
   // A free block, or nullptr when all `capacity` blocks are in use.
   [[nodiscard]] void* allocate() noexcept {
-    const std::size_t i = bits_.claim(hint());
+    const std::size_t i = bits_.claim(cursor());
     if (MEMPOOL_UNLIKELY(i == detail::AtomicBitmap::npos)) return nullptr;
     return base_ + i * block_size_;
   }
@@ -96,16 +98,19 @@ class BitmapPool {
     return i;
   }
 
-  // Threads start their search at different places so they claim bits in
-  // different words (different cache lines) when they can. The key is the
-  // address of a thread-local variable: distinct per thread, and free to get
-  // (no registration, so even a thread's first call is bounded).
-  [[nodiscard]] std::size_t hint() const noexcept {
+  // Each thread claims through one of up to 16 cursors (picked by the address of
+  // a thread-local variable: distinct per thread and free to get, so even a
+  // thread's first call is bounded), so threads claim from different words,
+  // different cache lines, when they can.
+  [[nodiscard]] std::atomic<std::size_t>& cursor() const noexcept {
     const auto key =
         static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&detail::tls_thread_slot) >> 4);
-    const auto spread = static_cast<std::uint32_t>(key * 0x9E3779B97F4A7C15u >> 32);
-    return static_cast<std::size_t>((std::uint64_t{spread} * bits_.size()) >> 32);
+    return cursors_[(key * 0x9E3779B97F4A7C15u >> 32) & cursor_mask_].word;
   }
+
+  struct alignas(detail::kCacheLine) Cursor {
+    std::atomic<std::size_t> word{0};
+  };
 
   struct Config {
     detail::BlockLayout layout;
@@ -122,6 +127,8 @@ class BitmapPool {
   std::size_t alignment_ = 0;
   std::size_t mapped_bytes_ = 0;  // non-zero when we own the storage
   detail::AtomicBitmap bits_;
+  std::unique_ptr<Cursor[]> cursors_;
+  std::size_t cursor_mask_ = 0;  // cursors - 1 (a power of two, at most 16)
 };
 
 }  // namespace mempool

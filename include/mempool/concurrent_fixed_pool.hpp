@@ -3,10 +3,11 @@
 //
 // Each thread owns a shard of the pool (a cache-line-sized free list, no atomics),
 // so the fast paths are a plain pop and push that never bounce a cache line
-// between cores. A shard holds at most 2 x batch blocks; beyond that, batches go
-// to the pool's shared depot, an ABA-safe lock-free stack, where an empty shard
-// looks before the pool grows. Growing (carving a new chunk) takes a mutex. When
-// a thread exits, its shards in every pool go back to the depots.
+// between cores. A shard holds at most 2 x batch blocks; beyond that, a batch
+// goes to the pool's shared depot (ABA-safe lock-free stacks: one CAS moves a
+// whole batch), where an empty shard looks before the pool grows. Growing
+// (carving a new chunk) takes a mutex. When a thread exits, its shards in every
+// pool go back to the depots.
 #pragma once
 
 #include <cstddef>

@@ -60,4 +60,11 @@ std::size_t AtomicBitmap::count() const noexcept {
   return n;
 }
 
+std::size_t AtomicBitmap::claim_and_move(std::atomic<std::size_t>& cursor,
+                                         std::size_t from_word) noexcept {
+  const std::size_t i = claim(from_word * 64);
+  if (i != npos) cursor.store(i / 64, std::memory_order_relaxed);
+  return i;
+}
+
 }  // namespace mempool::detail

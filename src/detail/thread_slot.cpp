@@ -61,7 +61,9 @@ namespace {
 // after static destruction still find it intact.
 constinit ThreadSlotRegistry g_registry;
 static_assert(std::is_trivially_destructible_v<ThreadSlotRegistry>);
-ThreadSlotRegistry& registry() noexcept { return g_registry; }
+ThreadSlotRegistry& registry() noexcept {
+  return g_registry;
+}
 
 // Its destructor is the thread-exit hook.
 struct SlotOwner {

@@ -1,5 +1,7 @@
 #include "mempool/bitmap_pool.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -46,6 +48,13 @@ BitmapPool::BitmapPool(const Config& config, char* base, std::size_t mapped_byte
       alignment_(config.layout.alignment),
       mapped_bytes_(mapped_bytes),
       bits_(config.capacity) {
+  // Up to 16 cursors spread evenly over the words, fewer for small pools.
+  const std::size_t cursors = std::bit_floor(std::min<std::size_t>(16, bits_.words()));
+  cursors_ = std::make_unique<Cursor[]>(cursors);
+  for (std::size_t k = 0; k < cursors; ++k) {
+    cursors_[k].word.store(k * bits_.words() / cursors, std::memory_order_relaxed);
+  }
+  cursor_mask_ = cursors - 1;
   // Multiply-high by ceil(2^64 / d) divides exactly every offset below
   // 2^64 / d (the error term offset x (magic x d - 2^64) stays under 2^64).
   std::size_t product = 0;
@@ -87,7 +96,9 @@ BitmapPool::BitmapPool(BitmapPool&& other) noexcept
       magic_(other.magic_),
       alignment_(other.alignment_),
       mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
-      bits_(std::move(other.bits_)) {}
+      bits_(std::move(other.bits_)),
+      cursors_(std::move(other.cursors_)),
+      cursor_mask_(other.cursor_mask_) {}
 
 BitmapPool& BitmapPool::operator=(BitmapPool&& other) noexcept {
   if (this != &other) {
@@ -99,6 +110,8 @@ BitmapPool& BitmapPool::operator=(BitmapPool&& other) noexcept {
     alignment_ = other.alignment_;
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
     bits_ = std::move(other.bits_);
+    cursors_ = std::move(other.cursors_);
+    cursor_mask_ = other.cursor_mask_;
   }
   return *this;
 }

@@ -26,7 +26,10 @@ std::size_t batch_for(std::size_t block_size) noexcept {
 
 struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
   State(detail::BlockLayout layout, Shard* shard_array)
-      : arena(layout, detail::kChecked), shards(shard_array), batch(batch_for(layout.size)) {
+      : arena(layout, detail::kChecked),
+        shards(shard_array),
+        batch(batch_for(layout.size)),
+        whole_batches(layout.size >= 2 * sizeof(void*)) {
     // The mapping is zero-filled, which is an empty shard; only the two reserved
     // ones are written, so a pool costs RSS only for the shards threads use.
     shards[detail::kNoSlotYet].count = kReserved;
@@ -46,8 +49,43 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
   void on_thread_exit(std::uint32_t slot) noexcept override {
     Shard& s = shards[slot];
     if (s.free.empty()) return;  // never used here: don't touch its page
-    depot.push_chain(s.free.take_all());
+    while (s.count >= batch)
+      give_batch(s);
+    singles.push_chain(s.free.take_all());
     s.count = 0;
+  }
+
+  // Moves `batch` blocks from the shard (which holds at least that many) to the
+  // depot: as one batch when blocks can carry the second link, else as a chain of
+  // singles. One CAS either way.
+  void give_batch(Shard& s) noexcept {
+    detail::FreeChain chain = s.free.pop_chain(batch);
+    s.count -= static_cast<std::uint32_t>(chain.count);
+    if (whole_batches) {
+      chain.last->next = nullptr;
+      batches.push(chain.first);
+    } else {
+      singles.push_chain(chain);
+    }
+  }
+
+  // Fills an empty shard from the depot: a whole batch in one CAS, else up to
+  // `batch` singles. False when the depot is empty.
+  bool take_from_depot(Shard& s) noexcept {
+    if (whole_batches) {
+      if (detail::FreeBlock* first = batches.pop()) {
+        s.free.assign(first);
+        s.count = static_cast<std::uint32_t>(batch);
+        return true;
+      }
+    }
+    for (std::size_t i = 0; i < batch; ++i) {
+      void* p = singles.pop();
+      if (p == nullptr) break;
+      s.free.push(p);
+      ++s.count;
+    }
+    return !s.free.empty();
   }
 
   // Cold: fresh blocks under the growth mutex. Empty when the OS refuses.
@@ -56,11 +94,16 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
     return arena.carve(n);
   }
 
-  alignas(detail::kCacheLine) detail::AtomicStack depot;
+  // The depot: full batches (exactly `batch` blocks each, nullptr-terminated), and
+  // single blocks (from threads without a shard, exits, and pools of 8-byte blocks,
+  // which cannot carry a second link).
+  alignas(detail::kCacheLine) detail::BatchStack batches;
+  alignas(detail::kCacheLine) detail::AtomicStack singles;
   alignas(detail::kCacheLine) mutable std::mutex grow_mutex;
   detail::ChunkArena arena;  // guarded by grow_mutex
   Shard* shards;             // kThreadSlots shards, mapped (zero pages until touched)
   std::size_t batch;
+  bool whole_batches;
 };
 
 ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t alignment) {
@@ -103,31 +146,31 @@ void* ConcurrentFixedPool::allocate_slow() noexcept {
   if (slot == detail::kSharedSlot) {
     // No shard of its own: one block at a time from the depot, or a fresh batch
     // whose surplus goes to the depot.
-    void* p = st.depot.pop();
+    void* p = st.singles.pop();
+    if (p == nullptr && st.whole_batches) {
+      if (detail::FreeBlock* first = st.batches.pop()) {
+        p = first;
+        st.singles.push_chain(detail::chain_from(first->next));
+      }
+    }
     if (p == nullptr) {
       detail::FreeChain fresh = st.grow(st.batch);
       if (fresh.empty()) return nullptr;
       p = fresh.first;
       if (fresh.count > 1) {
-        st.depot.push_chain(detail::FreeChain{fresh.first->next, fresh.last, fresh.count - 1});
+        st.singles.push_chain(detail::FreeChain{fresh.first->next, fresh.last, fresh.count - 1});
       }
     }
     if constexpr (detail::kChecked) mark_allocated(p);
     return p;
   }
-  // Refill the shard: first what other threads gave back, then fresh blocks.
+  // Refill the empty shard: first what other threads gave back, then fresh blocks.
   Shard& s = shards_[slot];
-  for (std::size_t i = 0; i < st.batch; ++i) {
-    void* p = st.depot.pop();
-    if (p == nullptr) break;
-    s.free.push(p);
-    ++s.count;
-  }
-  if (s.free.empty()) {
+  if (!st.take_from_depot(s)) {
     const detail::FreeChain fresh = st.grow(st.batch);
     if (fresh.empty()) return nullptr;
     s.free.push_chain(fresh);
-    s.count += static_cast<std::uint32_t>(fresh.count);
+    s.count = static_cast<std::uint32_t>(fresh.count);
   }
   return pop_local(s);
 }
@@ -143,16 +186,11 @@ void ConcurrentFixedPool::deallocate_slow(void* p) noexcept {
   if (slot == detail::kNoSlotYet) slot = detail::acquire_thread_slot();
   State& st = *state_;
   if (slot == detail::kSharedSlot) {
-    st.depot.push(p);
+    st.singles.push(p);
     return;
   }
   Shard& s = shards_[slot];
-  if (s.count >= limit_) {
-    // Full: hand the older half to the depot in one CAS.
-    const detail::FreeChain surplus = s.free.pop_chain(st.batch);
-    s.count -= static_cast<std::uint32_t>(surplus.count);
-    st.depot.push_chain(surplus);
-  }
+  if (s.count >= limit_) st.give_batch(s);  // full: the older half goes to the depot
   ++s.count;
   s.free.push(p);
 }

@@ -49,6 +49,26 @@ TEST(AtomicBitmap, FourLevels) {
   claim_all_then_release((std::size_t{1} << 18) + 100);
 }
 
+TEST(AtomicBitmap, CursorClaimsStayInItsWordThenMove) {
+  AtomicBitmap bm(64 * 64 * 3);
+  std::atomic<std::size_t> cursor{5};
+  for (std::size_t n = 0; n < 64; ++n) EXPECT_EQ(bm.claim(cursor) / 64, 5u) << "word 5 first";
+  const std::size_t next = bm.claim(cursor);
+  EXPECT_EQ(next / 64, 6u) << "then the next word with a free bit";
+  EXPECT_EQ(cursor.load(), 6u) << "and the cursor follows";
+  std::vector<bool> seen(bm.size());
+  seen[next] = true;
+  for (std::size_t n = 65; n < bm.size(); ++n) {
+    const std::size_t i = bm.claim(cursor);
+    ASSERT_NE(i, AtomicBitmap::npos);
+    ASSERT_FALSE(seen[i]);
+    seen[i] = true;
+  }
+  EXPECT_EQ(bm.claim(cursor), AtomicBitmap::npos);
+  ASSERT_TRUE(bm.release(7));
+  EXPECT_EQ(bm.claim(cursor), 7u) << "found from any cursor position";
+}
+
 TEST(AtomicBitmap, FindsTheLastFreeBitAnywhere) {
   const std::size_t bits = 100000;
   AtomicBitmap bm(bits);

@@ -5,12 +5,15 @@
 // preempted while A was popped, reused and pushed back, fails its CAS instead of
 // installing a stale `next` (the ABA bug of bare-pointer lock-free free lists).
 //
-// Blocks are linked through their first word (FreeBlock). A popper may read the
-// `next` of a block that another thread has just popped and is writing into;
-// that value is discarded when the CAS fails, and the memory stays mapped for
-// the pool's lifetime, so the read is harmless (see load_next).
+// Nodes are free blocks linked through word kLinkWord of each block: word 0 (the
+// FreeBlock link) for a stack of single blocks; word 1 for a stack of batches,
+// whose first blocks keep their own chain in word 0. A popper may read the link
+// of a block that another thread has just popped and is writing into; that value
+// is discarded when the CAS fails, and the memory stays mapped for the pool's
+// lifetime, so the read is harmless (see load_link).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -24,25 +27,23 @@
 
 namespace mempool::detail {
 
-class AtomicStack {
+template <std::size_t kLinkWord>
+class BasicAtomicStack {
  public:
-  AtomicStack() = default;
-  AtomicStack(const AtomicStack&) = delete;
-  AtomicStack& operator=(const AtomicStack&) = delete;
+  BasicAtomicStack() = default;
+  BasicAtomicStack(const BasicAtomicStack&) = delete;
+  BasicAtomicStack& operator=(const BasicAtomicStack&) = delete;
 
   void push(void* block) noexcept {
     auto* b = static_cast<FreeBlock*>(block);
-    push_chain(FreeChain{b, b, 1});
+    push_linked(b, b);
   }
 
-  // Pushes a whole chain with one CAS.
-  void push_chain(const FreeChain& chain) noexcept {
+  // Pushes a whole chain with one CAS (kLinkWord 0 only: the chain's own links
+  // become the stack's).
+  void push_chain(const FreeChain& chain) noexcept requires(kLinkWord == 0) {
     if (chain.empty()) return;
-    Head expected = load();
-    for (;;) {
-      store_next(chain.last, expected.top);
-      if (cas(expected, Head{chain.first, expected.tag + 1})) return;
-    }
+    push_linked(chain.first, chain.last);
   }
 
   // nullptr when empty.
@@ -50,13 +51,13 @@ class AtomicStack {
     Head expected = load();
     for (;;) {
       if (expected.top == nullptr) return nullptr;
-      FreeBlock* next = load_next(expected.top);
+      FreeBlock* next = load_link(expected.top);
       if (cas(expected, Head{next, expected.tag + 1})) return expected.top;
     }
   }
 
   // Detaches every block with one CAS, counting them afterwards (they are ours).
-  [[nodiscard]] FreeChain pop_all() noexcept {
+  [[nodiscard]] FreeChain pop_all() noexcept requires(kLinkWord == 0) {
     Head expected = load();
     for (;;) {
       if (expected.top == nullptr) return FreeChain{};
@@ -96,17 +97,46 @@ class AtomicStack {
     return false;
   }
 
-  // The racy read described at the top: another thread may be writing the
-  // block's first word right now. Excluded from ThreadSanitizer because the
-  // value is only used if the CAS proves nobody did.
-  __attribute__((no_sanitize("thread"))) static FreeBlock* load_next(FreeBlock* b) noexcept {
-    return __atomic_load_n(&b->next, __ATOMIC_RELAXED);
+  // Links first .. last (already linked to each other) on top with one CAS.
+  void push_linked(FreeBlock* first, FreeBlock* last) noexcept {
+    Head expected = load();
+    for (;;) {
+      store_link(last, expected.top);
+      if (cas(expected, Head{first, expected.tag + 1})) return;
+    }
   }
-  static void store_next(FreeBlock* b, FreeBlock* next) noexcept {
-    __atomic_store_n(&b->next, next, __ATOMIC_RELAXED);
+
+  static FreeBlock** link(FreeBlock* b) noexcept {
+    return reinterpret_cast<FreeBlock**>(b) + kLinkWord;
+  }
+  // The racy read described at the top: another thread may be writing the
+  // block right now. Excluded from ThreadSanitizer because the value is only
+  // used if the CAS proves nobody did.
+  __attribute__((no_sanitize("thread"))) static FreeBlock* load_link(FreeBlock* b) noexcept {
+    return __atomic_load_n(link(b), __ATOMIC_RELAXED);
+  }
+  static void store_link(FreeBlock* b, FreeBlock* next) noexcept {
+    __atomic_store_n(link(b), next, __ATOMIC_RELAXED);
   }
 
   Head head_{nullptr, 0};
+};
+
+// A stack of single blocks, linked through their FreeBlock word.
+using AtomicStack = BasicAtomicStack<0>;
+
+// A stack of batches: each node is the first block of a chain of free blocks
+// (linked through word 0 as usual) and is stacked through its second word, so a
+// whole batch moves with one CAS. Blocks must hold two pointers.
+class BatchStack {
+ public:
+  void push(FreeBlock* first) noexcept { stack_.push(first); }
+  // The first block of a batch, its chain intact; nullptr when empty.
+  [[nodiscard]] FreeBlock* pop() noexcept { return static_cast<FreeBlock*>(stack_.pop()); }
+  [[nodiscard]] bool empty() const noexcept { return stack_.empty(); }
+
+ private:
+  BasicAtomicStack<1> stack_;
 };
 
 }  // namespace mempool::detail

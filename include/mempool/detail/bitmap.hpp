@@ -40,7 +40,7 @@ class AtomicBitmap {
   [[nodiscard]] std::size_t size() const noexcept { return bits_; }
 
   // Clears and returns a set bit, preferring bits at or after `hint`; npos when
-  // none is set.
+  // none is set. Walks down from the top word.
   [[nodiscard]] std::size_t claim(std::size_t hint) noexcept {
     for (;;) {
       // Walk down the summaries; `index` is the word index at the next level.
@@ -55,22 +55,27 @@ class AtomicBitmap {
         if (level == levels_ - 1) return npos;  // the top is empty: nothing is free
         continue;                               // a stale summary: walk again
       }
-      std::atomic<std::uint64_t>& leaf = word(0, index);
-      std::uint64_t w = leaf.load(std::memory_order_acquire);
-      while (w != 0) {
-        const std::uint64_t bit = std::uint64_t{1} << pick(w, hint);
-        const std::uint64_t old = leaf.fetch_and(~bit, std::memory_order_seq_cst);
-        if (MEMPOOL_LIKELY((old & bit) != 0)) {
-          if (MEMPOOL_UNLIKELY(old == bit)) word_emptied(0, index);
-          return index * 64 + static_cast<std::size_t>(std::countr_zero(bit));
-        }
-        w = old & ~bit;  // someone took it first: try another bit of this word
-      }
+      const std::size_t i = claim_in_word(index, hint);
+      if (MEMPOOL_LIKELY(i != npos)) return i;
       if (levels_ == 1) return npos;  // the only word is empty
       // The word emptied under us; make sure its summary bit says so, then retry.
       word_emptied(0, index);
     }
   }
+
+  // The fast path: first the level-0 word the cursor names (no walk at all),
+  // then a walk from there, leaving the cursor at the word where a bit was found.
+  // Callers keep one cursor per thread (or per group of threads), so a thread
+  // keeps claiming from the word it claimed from last.
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::size_t claim(std::atomic<std::size_t>& cursor) noexcept {
+    const std::size_t w = cursor.load(std::memory_order_relaxed);
+    const std::size_t i = claim_in_word(w, 0);
+    if (MEMPOOL_LIKELY(i != npos)) return i;
+    return claim_and_move(cursor, w);
+  }
+
+  // Level-0 words (a cursor's range).
+  [[nodiscard]] std::size_t words() const noexcept { return (bits_ + 63) / 64; }
 
   // Sets bit i; false if it was already set (the item was not claimed).
   [[nodiscard]] bool release(std::size_t i) noexcept {
@@ -94,6 +99,26 @@ class AtomicBitmap {
     const std::uint64_t after = w & (~std::uint64_t{0} << (from % 64));
     return static_cast<std::size_t>(std::countr_zero(after != 0 ? after : w));
   }
+
+  // Clears a set bit of level-0 word `index` (preferring bits at or after
+  // `from`); npos when the word has none.
+  MEMPOOL_ALWAYS_INLINE std::size_t claim_in_word(std::size_t index, std::size_t from) noexcept {
+    std::atomic<std::uint64_t>& leaf = word(0, index);
+    std::uint64_t w = leaf.load(std::memory_order_relaxed);
+    while (w != 0) {
+      const std::uint64_t bit = std::uint64_t{1} << pick(w, from);
+      const std::uint64_t old = leaf.fetch_and(~bit, std::memory_order_seq_cst);
+      if (MEMPOOL_LIKELY((old & bit) != 0)) {
+        if (MEMPOOL_UNLIKELY(old == bit)) word_emptied(0, index);
+        return index * 64 + static_cast<std::size_t>(std::countr_zero(bit));
+      }
+      w = old & ~bit;  // someone took it first: try another bit of this word
+    }
+    return npos;
+  }
+
+  MEMPOOL_COLD std::size_t claim_and_move(std::atomic<std::size_t>& cursor,
+                                          std::size_t from_word) noexcept;
 
   std::atomic<std::uint64_t>& word(std::size_t level, std::size_t index) const noexcept {
     return words_[offset_[level] + index];

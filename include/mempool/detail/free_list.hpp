@@ -75,7 +75,11 @@ class FreeList {
     head_ = chain.first;
   }
 
-  // Detaches up to n blocks from the front, walking them once.
+  // Takes over a nullptr-terminated list. Precondition: empty().
+  void assign(FreeBlock* first) noexcept { head_ = first; }
+
+  // Detaches up to n blocks from the front, walking them once. The chain's last
+  // block still points into this list: terminate it before handing it on.
   FreeChain pop_chain(std::size_t n) noexcept {
     FreeChain c;
     if (n == 0 || head_ == nullptr) return c;
