@@ -16,10 +16,11 @@ namespace {
 
 constexpr const char* kName = "ConcurrentFixedPool";
 
-// About 8 KiB per batch, between 8 and 64 blocks: enough to amortise a depot
-// CAS, small enough that a shard strands little.
+// About 8 KiB per batch, between 8 and 256 blocks: enough that a burst of a few
+// hundred frees and allocations stays inside the shard (a shard keeps up to two
+// batches), small enough that a shard strands little.
 std::size_t batch_for(std::size_t block_size) noexcept {
-  return std::clamp<std::size_t>(std::size_t{8 * 1024} / block_size, 8, 64);
+  return std::clamp<std::size_t>(std::size_t{8 * 1024} / block_size, 8, 256);
 }
 
 }  // namespace

@@ -153,6 +153,45 @@ TEST(Stress, BitmapPoolCrossThreadFrees) {
     ASSERT_NE(pool.allocate(), nullptr);
 }
 
+// Threads fill and drain a shared three-level BitmapPool in bursts, so whole
+// groups of 4096 blocks empty and refill while others walk the summaries. A
+// summary bit left set over an empty word once made claims walk forever here
+// (the test then hangs until ctest's timeout).
+TEST(Stress, BitmapPoolSummaryChurn) {
+  BitmapPool pool(24, 131072);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      std::vector<void*> live;
+      for (int round = 0; round < 6; ++round) {
+        for (int i = 0; i < 10000; ++i)
+          live.push_back(pool.allocate());
+        for (void* p : live) {
+          if (p == nullptr || !pool.try_deallocate(p)) ++failures;
+        }
+        live.clear();
+        for (int i = 0; i < 5000; ++i)
+          live.push_back(pool.allocate());
+        for (int r = 0; r < 2000; ++r) {
+          const std::size_t k = rng() % live.size();
+          pool.deallocate(live[k]);
+          live[k] = pool.allocate();
+          if (live[k] == nullptr) ++failures;
+        }
+        for (void* p : live)
+          pool.deallocate(p);
+        live.clear();
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  EXPECT_EQ(failures.load(), 0) << "8 x 10,000 blocks always fit in 131,072";
+  EXPECT_EQ(pool.in_use(), 0u);
+}
+
 // Short-lived threads, each using the pool for a moment: slots are recycled and
 // the memory stays bounded.
 TEST(Stress, ConcurrentFixedPoolThreadChurn) {

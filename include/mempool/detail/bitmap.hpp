@@ -53,7 +53,10 @@ class AtomicBitmap {
       }
       if (level > 0) {
         if (level == levels_ - 1) return npos;  // the top is empty: nothing is free
-        continue;                               // a stale summary: walk again
+        // A stale summary bit led to an empty word: repair it (or another walk
+        // would follow it forever), then walk again.
+        word_emptied(level, index);
+        continue;
       }
       const std::size_t i = claim_in_word(index, hint);
       if (MEMPOOL_LIKELY(i != npos)) return i;
@@ -79,10 +82,16 @@ class AtomicBitmap {
 
   // Sets bit i; false if it was already set (the item was not claimed).
   [[nodiscard]] bool release(std::size_t i) noexcept {
+    const std::size_t index = i / 64;
     const std::uint64_t bit = std::uint64_t{1} << (i % 64);
-    const std::uint64_t old = word(0, i / 64).fetch_or(bit, std::memory_order_seq_cst);
-    if (MEMPOOL_UNLIKELY((old & bit) != 0)) return false;
-    if (MEMPOOL_UNLIKELY(old == 0)) word_filled(0, i / 64);
+    // Only "was the bit set?" is needed: one `lock bts`, no CAS loop.
+    if (MEMPOOL_UNLIKELY((word(0, index).fetch_or(bit, std::memory_order_seq_cst) & bit) != 0)) {
+      return false;
+    }
+    // The word may have been empty: make sure its summary bit is set. Reading the
+    // summary after our write pairs with word_emptied, which clears the summary
+    // and then re-reads the word: one of the two sees the other.
+    if (levels_ > 1 && MEMPOOL_UNLIKELY(!summary_set(index))) word_filled(0, index);
     return true;
   }
 
@@ -106,15 +115,21 @@ class AtomicBitmap {
     std::atomic<std::uint64_t>& leaf = word(0, index);
     std::uint64_t w = leaf.load(std::memory_order_relaxed);
     while (w != 0) {
-      const std::uint64_t bit = std::uint64_t{1} << pick(w, from);
-      const std::uint64_t old = leaf.fetch_and(~bit, std::memory_order_seq_cst);
-      if (MEMPOOL_LIKELY((old & bit) != 0)) {
-        if (MEMPOOL_UNLIKELY(old == bit)) word_emptied(0, index);
-        return index * 64 + static_cast<std::size_t>(std::countr_zero(bit));
+      const std::size_t b = pick(w, from);
+      const std::uint64_t bit = std::uint64_t{1} << b;
+      // One `lock btr`; whoever leaves the word empty then clears its summary.
+      if (MEMPOOL_LIKELY((leaf.fetch_and(~bit, std::memory_order_seq_cst) & bit) != 0)) {
+        if (MEMPOOL_UNLIKELY(leaf.load(std::memory_order_seq_cst) == 0)) word_emptied(0, index);
+        return index * 64 + b;
       }
-      w = old & ~bit;  // someone took it first: try another bit of this word
+      w = leaf.load(std::memory_order_relaxed);  // someone took it first: look again
     }
     return npos;
+  }
+
+  // The summary bit of level-0 word `index` (levels_ > 1).
+  [[nodiscard]] bool summary_set(std::size_t index) const noexcept {
+    return ((word(1, index / 64).load(std::memory_order_seq_cst) >> (index % 64)) & 1) != 0;
   }
 
   MEMPOOL_COLD std::size_t claim_and_move(std::atomic<std::size_t>& cursor,
