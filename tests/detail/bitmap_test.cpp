@@ -52,7 +52,8 @@ TEST(AtomicBitmap, FourLevels) {
 TEST(AtomicBitmap, CursorClaimsStayInItsWordThenMove) {
   AtomicBitmap bm(64 * 64 * 3);
   std::atomic<std::size_t> cursor{5};
-  for (std::size_t n = 0; n < 64; ++n) EXPECT_EQ(bm.claim(cursor) / 64, 5u) << "word 5 first";
+  for (std::size_t n = 0; n < 64; ++n)
+    EXPECT_EQ(bm.claim(cursor) / 64, 5u) << "word 5 first";
   const std::size_t next = bm.claim(cursor);
   EXPECT_EQ(next / 64, 6u) << "then the next word with a free bit";
   EXPECT_EQ(cursor.load(), 6u) << "and the cursor follows";
