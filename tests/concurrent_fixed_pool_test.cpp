@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -54,34 +53,6 @@ TEST(ConcurrentFixedPool, OwnsRejectsForeignAndInteriorPointers) {
   int local = 0;
   EXPECT_FALSE(pool.owns(&local));
   pool.deallocate(p);
-}
-
-// Blocks freed by a thread that exits go back to the pool: a second wave of
-// threads finds them instead of mapping more memory. The barrier makes every
-// wave hold the same number of blocks at its peak.
-TEST(ConcurrentFixedPool, ThreadExitStrandsNothing) {
-  ConcurrentFixedPool pool(128);
-  auto wave = [&] {
-    std::barrier peak(4);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) {
-      threads.emplace_back([&] {
-        std::vector<void*> v;
-        for (int i = 0; i < 2000; ++i)
-          v.push_back(pool.allocate());
-        peak.arrive_and_wait();
-        for (void* p : v)
-          pool.deallocate(p);
-      });
-    }
-    for (auto& th : threads)
-      th.join();
-  };
-  wave();
-  const std::size_t reserved = pool.bytes_reserved();
-  for (int i = 0; i < 5; ++i)
-    wave();
-  EXPECT_EQ(pool.bytes_reserved(), reserved) << "later waves reuse the exited threads' blocks";
 }
 
 // One thread allocates, another frees: the blocks flow back through the depot

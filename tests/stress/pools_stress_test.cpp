@@ -192,8 +192,8 @@ TEST(Stress, BitmapPoolSummaryChurn) {
   EXPECT_EQ(pool.in_use(), 0u);
 }
 
-// Short-lived threads, each using the pool for a moment: slots are recycled and
-// the memory stays bounded.
+// Short-lived threads, each using the pool for a moment: slots are recycled,
+// the memory stays bounded, and an exited thread's blocks are not stranded.
 TEST(Stress, ConcurrentFixedPoolThreadChurn) {
   ConcurrentFixedPool pool(256);
   std::size_t reserved_after_first_wave = 0;
@@ -215,6 +215,15 @@ TEST(Stress, ConcurrentFixedPoolThreadChurn) {
     if (wave == 0) reserved_after_first_wave = pool.bytes_reserved();
   }
   EXPECT_LE(pool.bytes_reserved(), 2 * reserved_after_first_wave);
+  // Every thread has exited: this one thread can now have every block the pool
+  // holds without the pool growing.
+  const std::size_t reserved = pool.bytes_reserved();
+  std::vector<void*> all(reserved / pool.block_size());
+  for (void*& p : all)
+    p = pool.allocate();
+  EXPECT_EQ(pool.bytes_reserved(), reserved) << "blocks were stranded in exited threads' shards";
+  for (void* p : all)
+    pool.deallocate(p);
 }
 
 // More threads alive at once than there are shards: the extra threads share the
