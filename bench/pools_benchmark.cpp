@@ -8,7 +8,8 @@
 //   ChurnScattered  the same, freeing 100 in a fixed shuffled order (objects die
 //           at random ages; reported without a target: the random accesses to
 //           the objects, not the allocator, dominate the time)
-// Single-threaded: NewDelete, ObjectPool, ConcurrentFixedPool, BitmapPool. With 2
+// Single-threaded: NewDelete, ObjectPool, ConcurrentFixedPool, BitmapPool, and
+// NoAllocatorFloor (the loop without any allocator: the best any could do). With 2
 // and 8 threads (wall-clock time): NewDelete and the two thread-safe pools, one
 // pool shared by all the threads, each thread running the whole workload.
 //
@@ -90,6 +91,20 @@ struct ConcurrentFixedPoolAlloc {
     pool.deallocate(p);
   }
   mempool::ConcurrentFixedPool& pool;
+};
+
+// No allocator at all: the loop's own cost (the object written, its pointer
+// passed through DoNotOptimize), a floor that no allocator can beat. make()
+// reuses a ring of objects; drop() does not touch the object.
+struct NoAllocatorFloor {
+  explicit NoAllocatorFloor(const benchmark::State& /*state*/) {}
+  static constexpr std::size_t kRing = 8192;
+  static Obj* ring() {
+    static Obj objects[kRing];
+    return objects;
+  }
+  Obj* make(std::uint64_t v) { return ::new (&ring()[v & (kRing - 1)]) Obj{v, v + 1, v + 2}; }
+  void drop(Obj* p) { benchmark::DoNotOptimize(p); }
 };
 
 [[noreturn]] __attribute__((noinline, cold)) void bitmap_pool_exhausted() {
@@ -206,18 +221,21 @@ struct Workload {
   Fn object_pool;
   Fn concurrent_fixed_pool;
   Fn bitmap_pool;
+  Fn floor;
 };
 
 void register_all() {
   const Workload workloads[] = {
       {"Single", &Single<NewDelete>, &Single<ObjectPoolAlloc>, &Single<ConcurrentFixedPoolAlloc>,
-       &Single<BitmapPoolAlloc>},
+       &Single<BitmapPoolAlloc>, &Single<NoAllocatorFloor>},
       {"Bulk", &Bulk<NewDelete>, &Bulk<ObjectPoolAlloc>, &Bulk<ConcurrentFixedPoolAlloc>,
-       &Bulk<BitmapPoolAlloc>},
+       &Bulk<BitmapPoolAlloc>, &Bulk<NoAllocatorFloor>},
       {"Churn", &Churn<NewDelete, false>, &Churn<ObjectPoolAlloc, false>,
-       &Churn<ConcurrentFixedPoolAlloc, false>, &Churn<BitmapPoolAlloc, false>},
+       &Churn<ConcurrentFixedPoolAlloc, false>, &Churn<BitmapPoolAlloc, false>,
+       &Churn<NoAllocatorFloor, false>},
       {"ChurnScattered", &Churn<NewDelete, true>, &Churn<ObjectPoolAlloc, true>,
-       &Churn<ConcurrentFixedPoolAlloc, true>, &Churn<BitmapPoolAlloc, true>},
+       &Churn<ConcurrentFixedPoolAlloc, true>, &Churn<BitmapPoolAlloc, true>,
+       &Churn<NoAllocatorFloor, true>},
   };
   // Every single-threaded run first: glibc's malloc skips its arena locks and
   // atomic fastbin updates only until the process starts a second thread (for
@@ -229,6 +247,7 @@ void register_all() {
     benchmark::RegisterBenchmark((n + "/ObjectPool").c_str(), w.object_pool);
     benchmark::RegisterBenchmark((n + "/ConcurrentFixedPool").c_str(), w.concurrent_fixed_pool);
     benchmark::RegisterBenchmark((n + "/BitmapPool").c_str(), w.bitmap_pool);
+    benchmark::RegisterBenchmark((n + "/NoAllocatorFloor").c_str(), w.floor);
   }
   for (const Workload& w : workloads) {
     const std::string n = w.name;
