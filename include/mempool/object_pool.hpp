@@ -25,8 +25,9 @@ namespace mempool {
 template <class Stats = NoStats>
 class BasicFixedPool {
  public:
-  // block_size > 0 and at most 1 GiB; alignment 0 (default: 16 for blocks of 16
-  // bytes or more) or a power of two up to 4096. Throws std::invalid_argument or
+  // block_size > 0 and at most 1 GiB; alignment 0 (the default: 16 for blocks of
+  // 16 bytes or more, 8 below) or the exact alignment wanted, a power of two up to
+  // 4096 (FixedPool(24, 8) packs 24-byte blocks). Throws std::invalid_argument or
   // std::length_error naming the bad parameter. Maps nothing until first use.
   explicit BasicFixedPool(std::size_t block_size, std::size_t alignment = 0)
       : BasicFixedPool("FixedPool", block_size, alignment) {}
@@ -148,7 +149,8 @@ class ObjectPool : private BasicFixedPool<Stats> {
  public:
   using value_type = T;
 
-  ObjectPool() : Base("ObjectPool", sizeof(T), alignof(T)) {}
+  ObjectPool()
+      : Base("ObjectPool", sizeof(T), detail::default_block_alignment(sizeof(T), alignof(T))) {}
   ObjectPool(ObjectPool&&) noexcept = default;
   ObjectPool& operator=(ObjectPool&& other) noexcept {
     if (this != &other) {

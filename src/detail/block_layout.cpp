@@ -24,10 +24,11 @@ BlockLayout make_block_layout(const char* allocator, std::size_t block_size,
                     " must be a power of two no greater than " + std::to_string(kMaxPoolAlignment))
                        .c_str()));
   }
+  // Asked: exactly that alignment (at least a pointer's: the free list lives in
+  // free blocks). Not asked: what malloc gives, 16 once the block is 16 or more.
   std::size_t align = alignment < alignof(void*) ? alignof(void*) : alignment;
-  std::size_t size = block_size < sizeof(void*) ? sizeof(void*) : block_size;
-  size = align_up(size, align);
-  if (size >= kMinAlignLarge && align < kMinAlignLarge) {
+  std::size_t size = align_up(block_size < sizeof(void*) ? sizeof(void*) : block_size, align);
+  if (alignment == 0 && size >= kMinAlignLarge) {
     align = kMinAlignLarge;
     size = align_up(size, align);
   }

@@ -39,9 +39,16 @@ TEST(BlockLayout, SmallBlocksHoldAPointer) {
 TEST(BlockLayout, SixteenAndUpAreSixteenAligned) {
   EXPECT_EQ(make_block_layout("Test", 24, 0).size, 32u);
   EXPECT_EQ(make_block_layout("Test", 24, 0).alignment, 16u);
+  EXPECT_EQ(make_block_layout("Test", 48, 0).size, 48u);
+}
+
+TEST(BlockLayout, AskedAlignmentIsExactButHoldsAPointer) {
+  EXPECT_EQ(make_block_layout("Test", 24, 8).size, 24u) << "dense 24-byte blocks";
+  EXPECT_EQ(make_block_layout("Test", 24, 8).alignment, 8u);
   EXPECT_EQ(make_block_layout("Test", 12, 4).size, 16u);
-  EXPECT_EQ(make_block_layout("Test", 12, 4).alignment, 16u);
-  EXPECT_EQ(make_block_layout("Test", 48, 16).size, 48u);
+  EXPECT_EQ(make_block_layout("Test", 12, 4).alignment, 8u);
+  EXPECT_EQ(make_block_layout("Test", 40, 1).size, 40u);
+  EXPECT_EQ(make_block_layout("Test", 8, 16).size, 16u);
 }
 
 TEST(BlockLayout, AskedAlignmentWins) {

@@ -145,17 +145,23 @@ bool constructs_as_expected(unsigned expected, F&& construct) {
   return true;
 }
 
-// The documented layout rules: at least what was asked and a pointer, a
-// power-of-two alignment that divides the block size, 16-byte alignment for
-// blocks of 16 bytes or more, and no more padding than the alignment needs.
+// The documented layout rules: exactly the asked alignment (at least a
+// pointer's), or 16-byte alignment for blocks of 16 bytes or more when none was
+// asked; a power-of-two alignment that divides the block size, and no more
+// padding than the alignment needs.
 inline void check_layout(std::size_t asked_size, std::size_t asked_alignment, std::size_t size,
                          std::size_t alignment) noexcept {
   MEMPOOL_FUZZ_CHECK(std::has_single_bit(alignment));
-  MEMPOOL_FUZZ_CHECK(alignment >= asked_alignment && alignment >= alignof(void*));
+  // Asked: exactly that (at least a pointer's); not asked: 16 for 16 bytes and up.
+  if (asked_alignment != 0) {
+    MEMPOOL_FUZZ_CHECK(alignment == std::max(asked_alignment, alignof(void*)));
+  } else {
+    MEMPOOL_FUZZ_CHECK(alignment >= alignof(void*));
+    MEMPOOL_FUZZ_CHECK(size < 16 || alignment >= 16);
+  }
   MEMPOOL_FUZZ_CHECK(alignment <= kMaxAlignment);
   MEMPOOL_FUZZ_CHECK(size >= asked_size && size >= sizeof(void*));
   MEMPOOL_FUZZ_CHECK(size % alignment == 0);
-  MEMPOOL_FUZZ_CHECK(size < 16 || alignment >= 16);
   MEMPOOL_FUZZ_CHECK(size < std::max(asked_size, sizeof(void*)) + alignment);
 }
 

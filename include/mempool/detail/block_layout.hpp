@@ -15,10 +15,11 @@ struct BlockLayout {
   std::size_t alignment;  // a power of two, at most kMaxPoolAlignment
 };
 
-// Rules (docs/architecture.md, "Alignment"): at least the asked alignment (0: none
-// asked), at least a pointer (the free list lives in free blocks), and 16 once the
-// block is 16 bytes or more. Throws std::invalid_argument / std::length_error
-// naming `allocator` and the bad parameter.
+// Rules (docs/architecture.md, "Alignment"): the asked alignment if there is one
+// (0: none asked), else 16 once the block is 16 bytes or more (what malloc
+// gives); never less than a pointer's (the free list lives in free blocks). The
+// size is rounded up to a multiple of the alignment. Throws std::invalid_argument
+// / std::length_error naming `allocator` and the bad parameter.
 BlockLayout make_block_layout(const char* allocator, std::size_t block_size, std::size_t alignment);
 
 }  // namespace mempool::detail
