@@ -7,6 +7,7 @@
 #include "mempool/bitmap_pool.hpp"
 #include "mempool/concurrent_fixed_pool.hpp"
 #include "mempool/object_pool.hpp"
+#include "mempool/size_class_pool.hpp"
 
 namespace mempool {
 namespace {
@@ -80,6 +81,22 @@ TEST(MisuseDeathTest, ConcurrentFixedPoolDoubleAndForeignFree) {
                "ConcurrentFixedPool: free of a pointer not from this pool");
   pool.deallocate(p);
   EXPECT_DEATH(pool.deallocate(p), "ConcurrentFixedPool: double free");
+}
+
+TEST(MisuseDeathTest, SizeClassPoolWrongSizeDoubleAndForeignFree) {
+  if (!detail::kChecked) GTEST_SKIP() << "detected in checked builds only";
+  SizeClassPool pool;
+  void* p = pool.allocate(40);
+  EXPECT_DEATH(pool.deallocate(p, 24),
+               "^mempool: SizeClassPool: free with size 24 of a block of the 40-byte class "
+               "\\(pointer 0x[0-9a-f]+\\)\n$");
+  EXPECT_DEATH(pool.deallocate(p, 4096), "SizeClassPool: free with size 4096 of a block of the 40");
+  alignas(16) char local[64] = {};
+  EXPECT_DEATH(pool.deallocate(local, 40), "SizeClassPool: free of a pointer not from this pool");
+  EXPECT_DEATH(pool.deallocate(far_from(p), 40),
+               "SizeClassPool: free of a pointer not from this pool");
+  pool.deallocate(p, 33);  // the same class: a correct size
+  EXPECT_DEATH(pool.deallocate(p, 40), "double free");
 }
 
 TEST(MisuseDeathTest, CheckedPoolsAcceptCorrectUse) {

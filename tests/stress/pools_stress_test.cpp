@@ -15,6 +15,7 @@
 
 #include "mempool/bitmap_pool.hpp"
 #include "mempool/concurrent_fixed_pool.hpp"
+#include "mempool/size_class_pool.hpp"
 
 namespace mempool {
 namespace {
@@ -190,6 +191,72 @@ TEST(Stress, BitmapPoolSummaryChurn) {
     th.join();
   EXPECT_EQ(failures.load(), 0) << "8 x 10,000 blocks always fit in 131,072";
   EXPECT_EQ(pool.in_use(), 0u);
+}
+
+// 8 threads allocate blocks of random classes from the global SizeClassPool,
+// write a pattern, and hand a third of them to other threads, which check the
+// pattern and free them with the size they were allocated with.
+TEST(Stress, SizeClassPoolRandomClassesAcrossThreads) {
+  SizeClassPool& pool = SizeClassPool::global();
+  struct Block {
+    void* p;
+    std::size_t n;
+    std::uint64_t tag;
+  };
+  std::mutex m;
+  std::vector<Block> handed;
+  std::atomic<int> corrupted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t) + 99);
+      std::vector<Block> mine;
+      for (int op = 0; op < kOpsPerThread / 4; ++op) {
+        if (rng() % 2 == 0 || mine.empty()) {
+          const std::size_t n = 8 + 8 * (rng() % 64);  // whole words: 8 .. 512
+          const std::uint64_t tag =
+              (static_cast<std::uint64_t>(t) << 56) + static_cast<std::uint64_t>(op);
+          void* p = pool.allocate(n);
+          fill(p, n, tag);
+          mine.push_back({p, n, tag});
+          continue;
+        }
+        const std::size_t i = rng() % mine.size();
+        const Block b = mine[i];
+        mine[i] = mine.back();
+        mine.pop_back();
+        if (rng() % 3 == 0) {
+          std::lock_guard<std::mutex> lock(m);
+          handed.push_back(b);
+        } else {
+          if (!intact(b.p, b.n, b.tag)) ++corrupted;
+          pool.deallocate(b.p, b.n);
+        }
+        if (op % 8 == 0) {
+          Block other{};
+          {
+            std::lock_guard<std::mutex> lock(m);
+            if (handed.empty()) continue;
+            other = handed.back();
+            handed.pop_back();
+          }
+          if (!intact(other.p, other.n, other.tag)) ++corrupted;
+          pool.deallocate(other.p, other.n);
+        }
+      }
+      for (const Block& b : mine) {
+        if (!intact(b.p, b.n, b.tag)) ++corrupted;
+        pool.deallocate(b.p, b.n);
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  for (const Block& b : handed) {
+    if (!intact(b.p, b.n, b.tag)) ++corrupted;
+    pool.deallocate(b.p, b.n);
+  }
+  EXPECT_EQ(corrupted.load(), 0);
 }
 
 // Short-lived threads, each using the pool for a moment: slots are recycled,
