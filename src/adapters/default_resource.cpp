@@ -1,0 +1,13 @@
+#include "mempool/allocator.hpp"
+
+namespace mempool {
+
+std::pmr::memory_resource* default_resource() noexcept {
+  // Never destroyed, like the pool under it: containers in static objects may
+  // free into it during static destruction.
+  static PoolResource<SizeClassPool>* const resource =
+      new PoolResource<SizeClassPool>(SizeClassPool::global());
+  return resource;
+}
+
+}  // namespace mempool
