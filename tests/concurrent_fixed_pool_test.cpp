@@ -126,6 +126,74 @@ TEST(ConcurrentFixedPool, OutOfMemory) {
     pool.deallocate(p);
 }
 
+TEST(ConcurrentFixedPool, LiveBlocksCountsEveryThread) {
+  ConcurrentFixedPool pool(64);
+  std::vector<void*> mine;
+  for (int i = 0; i < 1000; ++i)
+    mine.push_back(pool.allocate());
+  EXPECT_EQ(pool.live_blocks(), 1000u);
+  std::thread other([&] {
+    for (int i = 0; i < 500; ++i)
+      pool.deallocate(mine[i]);  // frees by another thread
+    for (int i = 0; i < 300; ++i)
+      (void)pool.allocate();  // left live
+  });
+  other.join();
+  EXPECT_EQ(pool.live_blocks(), 800u);
+  for (int i = 500; i < 1000; ++i)
+    pool.deallocate(mine[i]);
+  EXPECT_EQ(pool.live_blocks(), 300u);
+}
+
+// Chunks whose blocks are all free go back to the OS; chunks with a live block
+// stay, and the live blocks keep their contents.
+TEST(ConcurrentFixedPool, ReleaseUnmapsFreeChunksOnly) {
+  ConcurrentFixedPool pool(64);
+  std::vector<void*> pinned;
+  std::thread worker([&] {
+    std::vector<void*> v;
+    for (int i = 0; i < 100000; ++i)
+      v.push_back(pool.allocate());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i < 20000 && i % 4000 == 0) {
+        std::memset(v[i], static_cast<int>(i / 4000 + 1), 64);
+        pinned.push_back(v[i]);  // a few live blocks in the first chunks
+      } else {
+        pool.deallocate(v[i]);
+      }
+    }
+  });  // exiting hands the worker's shard to the depot
+  worker.join();
+  const std::size_t reserved = pool.bytes_reserved();
+  const std::size_t mapped = mempool::testing::os_bytes_mapped();
+  const std::size_t released = pool.release();
+  EXPECT_GT(released, reserved / 2);
+  EXPECT_EQ(pool.bytes_reserved(), reserved - released);
+  EXPECT_EQ(mempool::testing::os_bytes_mapped(), mapped - released);
+  EXPECT_EQ(pool.live_blocks(), pinned.size());
+  for (std::size_t k = 0; k < pinned.size(); ++k) {
+    EXPECT_TRUE(pool.owns(pinned[k]));
+    EXPECT_EQ(static_cast<unsigned char*>(pinned[k])[63], k + 1);
+  }
+  // Still a working pool: the blocks left in the depot and fresh chunks.
+  std::vector<void*> again;
+  for (int i = 0; i < 50000; ++i) {
+    again.push_back(pool.allocate());
+    std::memset(again.back(), 0x3c, 64);
+  }
+  for (std::size_t k = 0; k < pinned.size(); ++k) {
+    EXPECT_EQ(static_cast<unsigned char*>(pinned[k])[0], k + 1);
+  }
+  for (void* p : again)
+    pool.deallocate(p);
+  for (void* p : pinned)
+    pool.deallocate(p);
+  EXPECT_EQ(pool.live_blocks(), 0u);
+  // All free, this thread's shard included: only the chunk still being carved stays.
+  (void)pool.release();
+  EXPECT_LE(pool.bytes_reserved(), std::size_t{1} << 20);
+}
+
 TEST(ConcurrentFixedPool, BadArguments) {
   EXPECT_THROW(ConcurrentFixedPool(0), std::invalid_argument);
   EXPECT_THROW(ConcurrentFixedPool(64, 12), std::invalid_argument);

@@ -124,6 +124,51 @@ TEST(SizeClassPool, GlobalIsOneInstanceForEveryThread) {
   g.deallocate(from_thread, 72);  // freed by another thread than the one that allocated
 }
 
+TEST(SizeClassPool, StatsPerClass) {
+  SizeClassPool pool;
+  std::vector<void*> v;
+  for (int i = 0; i < 100; ++i)
+    v.push_back(pool.allocate(40));
+  for (int i = 0; i < 10; ++i)
+    v.push_back(pool.allocate(500));
+  void* large = pool.allocate(2000);
+  const SizeClassPool::Stats s = pool.stats();
+  EXPECT_EQ(s.classes[4].block_size, 40u);
+  EXPECT_EQ(s.classes[4].live_blocks, 100u);
+  EXPECT_EQ(s.classes[62].block_size, 504u) << "500 rounds up to 504";
+  EXPECT_EQ(s.classes[62].live_blocks, 10u);
+  EXPECT_EQ(s.classes[0].live_blocks, 0u);
+  EXPECT_EQ(s.live_bytes, 100u * 40 + 10u * 504) << "large blocks are not counted";
+  EXPECT_EQ(s.bytes_reserved, pool.bytes_reserved());
+  EXPECT_GT(s.classes[4].bytes_reserved, 0u);
+  pool.deallocate(large, 2000);
+  for (int i = 0; i < 100; ++i)
+    pool.deallocate(v[i], 40);
+  for (int i = 100; i < 110; ++i)
+    pool.deallocate(v[i], 500);
+  EXPECT_EQ(pool.stats().live_bytes, 0u);
+}
+
+TEST(SizeClassPool, ReleaseReturnsFreeMemory) {
+  SizeClassPool pool;
+  std::thread worker([&] {
+    std::vector<std::pair<void*, std::size_t>> v;
+    for (int i = 0; i < 20000; ++i) {
+      const std::size_t n = 8 + 8 * static_cast<std::size_t>(i % 64);
+      v.emplace_back(pool.allocate(n), n);
+    }
+    for (auto [p, n] : v)
+      pool.deallocate(p, n);
+  });
+  worker.join();
+  const std::size_t before = pool.bytes_reserved();
+  const std::size_t released = pool.release();
+  EXPECT_GT(released, 0u);
+  EXPECT_EQ(pool.bytes_reserved(), before - released);
+  void* p = pool.allocate(64);  // still works
+  pool.deallocate(p, 64);
+}
+
 TEST(SizeClassPool, MoveKeepsBlocks) {
   SizeClassPool a;
   void* p = a.allocate(100);

@@ -10,6 +10,7 @@
 // pool go back to the depots.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -54,8 +55,7 @@ class ConcurrentFixedPool {
     if constexpr (detail::kChecked) check_free(p);
     Shard& s = shards_[detail::tls_thread_slot];
     if (MEMPOOL_LIKELY(s.count < limit_)) {
-      ++s.count;
-      s.free.push(p);
+      push_local(s, p);
       return;
     }
     deallocate_slow(p);
@@ -68,6 +68,15 @@ class ConcurrentFixedPool {
   [[nodiscard]] std::size_t bytes_reserved() const noexcept;
   // Blocks moved between a shard and the depot at a time.
   [[nodiscard]] std::size_t batch_size() const noexcept;
+  // Blocks allocated and not yet freed: a snapshot summed over the threads'
+  // counters (exact when no thread is allocating or freeing meanwhile).
+  [[nodiscard]] std::uint64_t live_blocks() const noexcept;
+
+  // Unmaps every chunk whose blocks are all free and in the depot (blocks cached
+  // by other threads' shards keep their chunk; the calling thread's own shard is
+  // emptied into the depot first). Returns the bytes unmapped. Takes the growth
+  // mutex; other threads may go on allocating and freeing meanwhile.
+  std::size_t release() noexcept;
 
  private:
   struct alignas(detail::kCacheLine) Shard {
@@ -75,12 +84,27 @@ class ConcurrentFixedPool {
     // Blocks in `free`; kReserved for slots 0 and kSharedSlot, which never cache
     // blocks, so that both fast paths send them to the slow path.
     std::uint32_t count;
+    // Lifetime totals for live_blocks(). Only the owning thread writes them, with
+    // a plain load and store (no locked instruction); stats() reads them racily.
+    std::atomic<std::uint64_t> allocations;
+    std::atomic<std::uint64_t> frees;
   };
   static constexpr std::uint32_t kReserved = UINT32_MAX;
+
+  static MEMPOOL_ALWAYS_INLINE void bump(std::atomic<std::uint64_t>& counter) noexcept {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   struct State;
+
+  MEMPOOL_ALWAYS_INLINE void push_local(Shard& s, void* p) noexcept {
+    ++s.count;
+    bump(s.frees);
+    s.free.push(p);
+  }
 
   MEMPOOL_ALWAYS_INLINE void* pop_local(Shard& s) noexcept {
     --s.count;
+    bump(s.allocations);
     void* p = s.free.pop();
     if constexpr (detail::kChecked) mark_allocated(p);
     return p;

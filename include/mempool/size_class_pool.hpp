@@ -7,12 +7,12 @@
 // call. A block is aligned to the largest power of two dividing its class size,
 // at most 16 (a 24-byte block is 8-aligned, a 48-byte block 16-aligned).
 //
-// Not done yet (issue 3): per-class live counts in stats(), release(), and the
-// general heap as the target of large requests.
+// Not done yet (issue 3): the general heap as the target of large requests.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <utility>
 
@@ -81,6 +81,24 @@ class SizeClassPool {
     return classes_[c].bytes_reserved();
   }
   [[nodiscard]] std::size_t bytes_reserved() const noexcept;
+
+  struct ClassStats {
+    std::size_t block_size;      // 8, 16, ... 512
+    std::uint64_t live_blocks;   // allocated and not freed (a snapshot)
+    std::size_t bytes_reserved;  // mapped for this class
+  };
+  struct Stats {
+    std::array<ClassStats, detail::kSizeClassCount> classes;
+    std::uint64_t live_bytes;    // sum of live_blocks x block_size
+    std::size_t bytes_reserved;  // sum over the classes
+  };
+  // Per-class counters (large requests are not counted: operator new owns them).
+  [[nodiscard]] Stats stats() const noexcept;
+
+  // Gives back to the OS every chunk no live block uses, except blocks cached by
+  // other threads (at most two batches per thread and class). Returns the bytes
+  // unmapped.
+  std::size_t release() noexcept;
 
  private:
   template <std::size_t... C>

@@ -1,6 +1,7 @@
 #include "mempool/detail/chunk_arena.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <new>
 #include <utility>
 
@@ -149,6 +150,38 @@ bool ChunkArena::mark_free(const void* p) noexcept {
   if (c == nullptr || !c->allocated) return c != nullptr;
   const std::uint64_t bit = std::uint64_t{1} << (i % 64);
   return (c->allocated[i / 64].fetch_and(~bit, std::memory_order_relaxed) & bit) != 0;
+}
+
+std::size_t ChunkArena::release_free_chunks(std::vector<void*>& free_blocks) noexcept {
+  std::sort(free_blocks.begin(), free_blocks.end(), std::less<>());
+  std::size_t released = 0;
+  std::size_t kept = 0;
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    Chunk& chunk = chunks_[c];
+    void* const begin = chunk.base;
+    void* const end = chunk.base + chunk.carved * layout_.size;
+    const auto first =
+        std::lower_bound(free_blocks.begin(), free_blocks.end(), begin, std::less<>());
+    const auto last = std::lower_bound(first, free_blocks.end(), end, std::less<>());
+    const bool being_carved = c + 1 == chunks_.size() && chunk.carved < chunk.blocks;
+    const auto free_here = static_cast<std::size_t>(last - first);
+    if (!being_carved && chunk.carved > 0 && free_here == chunk.carved) {
+      free_blocks.erase(first, last);  // shifts pointers down; no allocation
+      os_unmap(chunk.base, chunk.bytes);
+      released += chunk.bytes;
+      bytes_reserved_ -= chunk.bytes;
+      continue;
+    }
+    if (kept != c) chunks_[kept] = std::move(chunk);
+    ++kept;
+  }
+  chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(kept), chunks_.end());
+  by_address_.resize(kept);
+  for (std::uint32_t i = 0; i < kept; ++i)
+    by_address_[i] = i;
+  std::sort(by_address_.begin(), by_address_.end(),
+            [this](std::uint32_t a, std::uint32_t b) { return chunks_[a].base < chunks_[b].base; });
+  return released;
 }
 
 }  // namespace mempool::detail

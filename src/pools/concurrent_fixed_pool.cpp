@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "mempool/detail/atomic_stack.hpp"
 #include "mempool/detail/block_layout.hpp"
@@ -89,6 +90,57 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
     return !s.free.empty();
   }
 
+  // Takes everything out of the depot, lets the arena unmap the chunks whose
+  // blocks are all there, and puts the rest back (as whole batches again where
+  // possible). Growth waits on the mutex meanwhile.
+  std::size_t release_free_chunks() noexcept {
+    std::lock_guard<std::mutex> lock(grow_mutex);
+    // Gather the depot into one intrusive list first: no allocation, so nothing
+    // can be lost between the depot and the list.
+    detail::FreeList all;
+    std::size_t n = 0;
+    while (detail::FreeBlock* b = batches.pop()) {
+      const detail::FreeChain c = detail::chain_from(b);
+      n += c.count;
+      all.push_chain(c);
+    }
+    const detail::FreeChain loose = singles.pop_all();
+    n += loose.count;
+    all.push_chain(loose);
+    std::vector<void*> blocks;
+    try {
+      blocks.reserve(n);
+    } catch (const std::bad_alloc&) {
+      singles.push_chain(all.take_all());  // no memory to sort them: release nothing
+      return 0;
+    }
+    for (detail::FreeBlock* b = all.head(); b != nullptr; b = b->next)
+      blocks.push_back(b);
+    const std::size_t released = arena.release_free_chunks(blocks);
+    std::size_t i = 0;
+    for (; whole_batches && blocks.size() - i >= batch; i += batch) {
+      batches.push(link(blocks, i, i + batch).first);
+    }
+    singles.push_chain(link(blocks, i, blocks.size()));
+    return released;
+  }
+
+  // blocks[from .. to) as a nullptr-terminated chain.
+  static detail::FreeChain link(const std::vector<void*>& blocks, std::size_t from,
+                                std::size_t to) noexcept {
+    detail::FreeChain chain;
+    if (from == to) return chain;
+    for (std::size_t k = from; k + 1 < to; ++k) {
+      static_cast<detail::FreeBlock*>(blocks[k])->next =
+          static_cast<detail::FreeBlock*>(blocks[k + 1]);
+    }
+    chain.first = static_cast<detail::FreeBlock*>(blocks[from]);
+    chain.last = static_cast<detail::FreeBlock*>(blocks[to - 1]);
+    chain.last->next = nullptr;
+    chain.count = to - from;
+    return chain;
+  }
+
   // Cold: fresh blocks under the growth mutex. Empty when the OS refuses.
   detail::FreeChain grow(std::size_t n) noexcept {
     std::lock_guard<std::mutex> lock(grow_mutex);
@@ -105,6 +157,9 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
   Shard* shards;             // kThreadSlots shards, mapped (zero pages until touched)
   std::size_t batch;
   bool whole_batches;
+  // Counts for threads without a shard of their own (kSharedSlot).
+  std::atomic<std::uint64_t> shared_allocations{0};
+  std::atomic<std::uint64_t> shared_frees{0};
 };
 
 ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t alignment) {
@@ -162,6 +217,7 @@ void* ConcurrentFixedPool::allocate_slow() noexcept {
         st.singles.push_chain(detail::FreeChain{fresh.first->next, fresh.last, fresh.count - 1});
       }
     }
+    st.shared_allocations.fetch_add(1, std::memory_order_relaxed);
     if constexpr (detail::kChecked) mark_allocated(p);
     return p;
   }
@@ -187,13 +243,13 @@ void ConcurrentFixedPool::deallocate_slow(void* p) noexcept {
   if (slot == detail::kNoSlotYet) slot = detail::acquire_thread_slot();
   State& st = *state_;
   if (slot == detail::kSharedSlot) {
+    st.shared_frees.fetch_add(1, std::memory_order_relaxed);
     st.singles.push(p);
     return;
   }
   Shard& s = shards_[slot];
   if (s.count >= limit_) st.give_batch(s);  // full: the older half goes to the depot
-  ++s.count;
-  s.free.push(p);
+  push_local(s, p);
 }
 
 void ConcurrentFixedPool::check_free(void* p) noexcept {
@@ -226,6 +282,25 @@ std::size_t ConcurrentFixedPool::bytes_reserved() const noexcept {
 }
 std::size_t ConcurrentFixedPool::batch_size() const noexcept {
   return state_->batch;
+}
+
+std::uint64_t ConcurrentFixedPool::live_blocks() const noexcept {
+  const State& st = *state_;
+  std::uint64_t allocations = st.shared_allocations.load(std::memory_order_relaxed);
+  std::uint64_t frees = st.shared_frees.load(std::memory_order_relaxed);
+  // Reading a shard no thread ever used maps the shared zero page: no memory.
+  for (std::uint32_t slot = 0; slot < detail::kThreadSlots; ++slot) {
+    allocations += shards_[slot].allocations.load(std::memory_order_relaxed);
+    frees += shards_[slot].frees.load(std::memory_order_relaxed);
+  }
+  return allocations >= frees ? allocations - frees : 0;  // racy sums may cross
+}
+
+std::size_t ConcurrentFixedPool::release() noexcept {
+  State& st = *state_;
+  const std::uint32_t slot = detail::tls_thread_slot;
+  if (slot != detail::kNoSlotYet && slot != detail::kSharedSlot) st.on_thread_exit(slot);
+  return st.release_free_chunks();
 }
 
 }  // namespace mempool

@@ -29,6 +29,26 @@ std::size_t SizeClassPool::bytes_reserved() const noexcept {
   return total;
 }
 
+SizeClassPool::Stats SizeClassPool::stats() const noexcept {
+  Stats s{};
+  for (std::size_t c = 0; c < classes_.size(); ++c) {
+    ClassStats& cs = s.classes[c];
+    cs.block_size = detail::size_class_bytes(c);
+    cs.live_blocks = classes_[c].live_blocks();
+    cs.bytes_reserved = classes_[c].bytes_reserved();
+    s.live_bytes += cs.live_blocks * cs.block_size;
+    s.bytes_reserved += cs.bytes_reserved;
+  }
+  return s;
+}
+
+std::size_t SizeClassPool::release() noexcept {
+  std::size_t released = 0;
+  for (ConcurrentFixedPool& c : classes_)
+    released += c.release();
+  return released;
+}
+
 void SizeClassPool::check_free(void* p, std::size_t n) const noexcept {
   if (p == nullptr) return;
   const bool small = n - 1 < detail::kSizeClassMax;

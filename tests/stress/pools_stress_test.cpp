@@ -7,6 +7,7 @@
 #include <atomic>
 #include <barrier>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -133,6 +134,27 @@ TEST(Stress, ConcurrentFixedPoolSmallBlocks) {
   ConcurrentFixedPool pool(8);
   hammer(
       8, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+}
+
+// release() runs again and again while 8 threads allocate, free and hand blocks
+// across: it may only unmap chunks nobody holds a block of (a wrong unmap is a
+// crash or a corrupted pattern here).
+TEST(Stress, ConcurrentFixedPoolReleaseUnderLoad) {
+  ConcurrentFixedPool pool(128);
+  std::atomic<bool> done{false};
+  std::size_t released = 0;
+  std::thread releaser([&] {
+    while (!done.load()) {
+      released += pool.release();
+      std::this_thread::yield();
+    }
+  });
+  hammer(
+      128, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+  done = true;
+  releaser.join();
+  EXPECT_EQ(pool.live_blocks(), 0u);
+  std::printf("released %zu bytes while under load\n", released);
 }
 
 // Large blocks make small batches (8 blocks, a shard holds 16), so blocks cross

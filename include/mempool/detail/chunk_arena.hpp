@@ -54,6 +54,11 @@ class ChunkArena {
   [[nodiscard]] BlockLayout layout() const noexcept { return layout_; }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunks_.size(); }
   [[nodiscard]] std::size_t bytes_reserved() const noexcept { return bytes_reserved_; }
+  // Given free blocks of this arena (any order; sorted on return), unmaps every
+  // chunk all of whose carved blocks are among them, except a chunk still being
+  // carved, and removes those blocks from the vector. Returns the bytes unmapped.
+  std::size_t release_free_chunks(std::vector<void*>& free_blocks) noexcept;
+
   // Unmaps every chunk: all blocks become invalid.
   void release_all() noexcept;
 
