@@ -47,7 +47,7 @@ void* pool_allocate(Pool& pool, std::size_t bytes, std::size_t alignment) {
 template <class Pool>
 void pool_deallocate(Pool& pool, void* p, std::size_t bytes, std::size_t alignment) noexcept {
   if (alignment > pool_alignment(pool, bytes)) {
-    ::operator delete (p, bytes, std::align_val_t{alignment});
+    sized_operator_delete(p, bytes, std::align_val_t{alignment});
     return;
   }
   pool.deallocate(p, bytes);

@@ -61,7 +61,7 @@ class SizeClassPool {
       classes_[detail::size_class_of(n)].deallocate(p);
       return;
     }
-    ::operator delete(p, n);
+    detail::sized_operator_delete(p, n);
   }
 
   // The block size a request of n bytes gets (n itself above 512 bytes).

@@ -37,6 +37,9 @@
 //   void move_pool(std::uint8_t variant);
 // AdapterBase provides the defaults; a misuse (double free, foreign pointer) may
 // only be tried by an adapter whose pool promises to detect it.
+//
+// A pool of many block sizes does not fit the adapter: its target drives a Model
+// of variable-size blocks itself (size_class_pool_fuzz.cpp).
 #pragma once
 
 #include <algorithm>
@@ -171,10 +174,14 @@ class Model {
  public:
   struct Block {
     unsigned char* p;
+    std::size_t size;  // the bytes asked for: filled with the pattern and verified
     std::uint8_t seed;
   };
 
+  // Blocks of block_size bytes, recorded with add(p).
   explicit Model(std::size_t block_size) noexcept : block_size_(block_size) {}
+  // Blocks of any size, recorded with add(p, size, extent).
+  Model() noexcept = default;
 
   [[nodiscard]] std::size_t live() const noexcept { return live_.size(); }
   [[nodiscard]] const std::vector<Block>& blocks() const noexcept { return live_; }
@@ -186,9 +193,15 @@ class Model {
 
   // Records a block fresh from the pool: disjoint from every live block, then
   // filled with a new pattern.
-  void add(void* p) {
+  void add(void* p) { add(p, block_size_, block_size_); }
+
+  // The same for a block asked as `size` bytes that takes `extent` bytes (at
+  // least one, and at least size): the extent must be disjoint from every live
+  // block's, the first `size` bytes are filled.
+  void add(void* p, std::size_t size, std::size_t extent) {
+    MEMPOOL_FUZZ_CHECK(extent >= size && extent > 0);
     const auto start = reinterpret_cast<std::uintptr_t>(p);
-    const std::uintptr_t end = start + block_size_;
+    const std::uintptr_t end = start + extent;
     MEMPOOL_FUZZ_CHECK(end > start);
     const auto next = ranges_.lower_bound(start);
     MEMPOOL_FUZZ_CHECK(next == ranges_.end() || next->first >= end);
@@ -197,7 +210,7 @@ class Model {
     const auto recycled = std::find(freed_.begin(), freed_.end(), p);
     if (recycled != freed_.end()) freed_.erase(recycled);
 
-    const Block b{static_cast<unsigned char*>(p),
+    const Block b{static_cast<unsigned char*>(p), size,
                   static_cast<std::uint8_t>(allocations_ * 167 + 13)};
     fill(b);
     live_.push_back(b);
@@ -221,7 +234,7 @@ class Model {
   // A changed pattern: the pool gave this memory out again, or wrote into it.
   void verify(std::size_t i) const noexcept {
     const Block& b = live_[i];
-    for (std::size_t k = 0; k < block_size_; ++k) {
+    for (std::size_t k = 0; k < b.size; ++k) {
       MEMPOOL_FUZZ_CHECK(b.p[k] == pattern(b.seed, k));
     }
   }
@@ -235,12 +248,12 @@ class Model {
   static std::uint8_t pattern(std::uint8_t seed, std::size_t k) noexcept {
     return static_cast<std::uint8_t>(seed + k * 7);
   }
-  void fill(const Block& b) const noexcept {
-    for (std::size_t k = 0; k < block_size_; ++k)
+  static void fill(const Block& b) noexcept {
+    for (std::size_t k = 0; k < b.size; ++k)
       b.p[k] = pattern(b.seed, k);
   }
 
-  std::size_t block_size_;
+  std::size_t block_size_ = 0;
   std::vector<Block> live_;
   std::map<std::uintptr_t, std::uintptr_t> ranges_;  // start -> end of every live block
   std::vector<void*> freed_;

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 #define MEMPOOL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MEMPOOL_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -61,6 +62,27 @@ constexpr std::size_t default_block_alignment(std::size_t block_size,
   std::size_t a = type_alignment;
   if (block_size >= kMinAlignLarge && a < kMinAlignLarge) a = kMinAlignLarge;
   return a;
+}
+
+// Sized ::operator delete where the compiler offers it (GCC does by default;
+// clang before 19 only with -fsized-deallocation, which the CMake target adds),
+// the unsized one otherwise: both free what ::operator new gave.
+inline void sized_operator_delete(void* p, std::size_t bytes) noexcept {
+#if defined(__cpp_sized_deallocation)
+  ::operator delete(p, bytes);
+#else
+  (void)bytes;
+  ::operator delete(p);
+#endif
+}
+
+inline void sized_operator_delete(void* p, std::size_t bytes, std::align_val_t align) noexcept {
+#if defined(__cpp_sized_deallocation)
+  ::operator delete(p, bytes, align);
+#else
+  (void)bytes;
+  ::operator delete(p, align);
+#endif
 }
 
 }  // namespace mempool::detail
