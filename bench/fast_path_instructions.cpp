@@ -90,13 +90,13 @@ struct ObjectPoolCase {
 struct FixedPoolCase {
   void* allocate() { return pool.allocate(); }
   void deallocate(void* p) { pool.deallocate(p); }
-  mempool::FixedPool pool{sizeof(Obj), alignof(Obj)};
+  mempool::FixedPool pool{sizeof(Obj)};
 };
 
 struct ConcurrentFixedPoolCase {
   void* allocate() { return pool.allocate(); }
   void deallocate(void* p) { pool.deallocate(p); }
-  mempool::ConcurrentFixedPool pool{sizeof(Obj), alignof(Obj)};
+  mempool::ConcurrentFixedPool pool{sizeof(Obj)};
 };
 
 struct BitmapPoolCase {
@@ -108,7 +108,7 @@ struct BitmapPoolCase {
     return p;
   }
   void deallocate(void* p) { pool.deallocate(p); }
-  mempool::BitmapPool pool{sizeof(Obj), 16'384, alignof(Obj)};
+  mempool::BitmapPool pool{sizeof(Obj), 16'384};
 };
 
 struct NewDeleteCase {

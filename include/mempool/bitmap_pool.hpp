@@ -98,14 +98,14 @@ class BitmapPool {
     return i;
   }
 
-  // Each thread claims through one of up to 16 cursors (picked by the address of
-  // a thread-local variable: distinct per thread and free to get, so even a
-  // thread's first call is bounded), so threads claim from different words,
-  // different cache lines, when they can.
+  // Each thread claims through one of up to 16 cursors, picked by its thread
+  // number (consecutive numbers: up to 16 threads get a cursor each), so threads
+  // claim from different words, different cache lines. The number costs one
+  // atomic increment on a thread's first call, so every call stays bounded.
   [[nodiscard]] std::atomic<std::size_t>& cursor() const noexcept {
-    const auto key =
-        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&detail::tls_thread_slot) >> 4);
-    return cursors_[(key * 0x9E3779B97F4A7C15u >> 32) & cursor_mask_].word;
+    std::uint32_t n = detail::tls_thread_number;
+    if (MEMPOOL_UNLIKELY(n == 0)) n = detail::assign_thread_number();
+    return cursors_[n & cursor_mask_].word;
   }
 
   struct alignas(detail::kCacheLine) Cursor {

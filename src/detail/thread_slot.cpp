@@ -1,5 +1,6 @@
 #include "mempool/detail/thread_slot.hpp"
 
+#include <atomic>
 #include <bitset>
 #include <mutex>
 #include <type_traits>
@@ -7,6 +8,17 @@
 namespace mempool::detail {
 
 constinit thread_local std::uint32_t tls_thread_slot = kNoSlotYet;
+constinit thread_local std::uint32_t tls_thread_number = 0;
+
+namespace {
+std::atomic<std::uint32_t> g_next_thread_number{1};
+}  // namespace
+
+std::uint32_t assign_thread_number() noexcept {
+  std::uint32_t n = g_next_thread_number.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = g_next_thread_number.fetch_add(1, std::memory_order_relaxed);  // wrapped
+  return tls_thread_number = n;
+}
 
 class ThreadSlotRegistry {
  public:

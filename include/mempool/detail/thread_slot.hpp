@@ -26,6 +26,12 @@ extern constinit thread_local std::uint32_t tls_thread_slot;
 // thread is exiting) and arranges for the listeners to run when it exits.
 std::uint32_t acquire_thread_slot() noexcept;
 
+// A number per thread (1, 2, 3, ... never reused), for spreading threads over a
+// pool's cursors. Getting it costs one atomic increment on a thread's first call
+// and nothing after: no lock, no registration, so bounded-time code may use it.
+extern constinit thread_local std::uint32_t tls_thread_number;  // 0: none yet
+std::uint32_t assign_thread_number() noexcept;
+
 // A pool that keeps per-slot state registers one of these for its lifetime.
 // on_thread_exit runs on the exiting thread, under the registry lock, before the
 // slot is handed to another thread.
