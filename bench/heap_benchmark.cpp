@@ -1,0 +1,680 @@
+// The general heap against glibc malloc, mimalloc, jemalloc and tcmalloc: one
+// plain program, one measurement per process (bench/heap_compare.py runs it once
+// per allocator and repetition, interleaved, and prints the tables).
+//
+// Compiled twice from this file:
+//   heap_benchmark          calls malloc/free. A plain run measures glibc; with
+//                           LD_PRELOAD=libmimalloc.so.2 (libjemalloc.so.2,
+//                           libtcmalloc_minimal.so.4) it measures that peer.
+//   heap_benchmark_mempool  (MEMPOOL_BENCH_HEAP=1) calls mempool::allocate(n) and
+//                           the size-free mempool::deallocate(p); `--api c` calls
+//                           mp_malloc/mp_free instead.
+// Everything else (the program's own vectors, std::thread) uses whatever malloc
+// the process has, the same in every run of one variant.
+//
+//   heap_benchmark --workload W [--ops N] [--threads T] [--label NAME] [--api cpp|c]
+//   heap_benchmark --workload callgrind-pair --size N --ops K    (under callgrind)
+//   heap_benchmark --workload callgrind-loop --ops K             (the same loop, no allocator)
+//
+// Workloads (one "op" is one allocate + one free):
+//   pair16, pair64, pair4096  one thread: allocate N bytes, write its first and last
+//                             byte, pass the pointer through an empty asm (it escapes),
+//                             free it at once.
+//   mixed-immediate           T threads (1 or 2), each on its own data: sizes 8..256
+//                             (uniform, a xorshift generator precomputed into a 64 Ki
+//                             array so the generator costs the same for everyone),
+//                             allocate, write, free at once.
+//   mixed-window              T threads, each with 1,024 live blocks (filled before
+//                             the clock starts); each op frees a random slot (also
+//                             precomputed) and refills it with a block of a random size.
+//   prodcons                  the main thread allocates 64-byte blocks, writes a
+//                             sequence number into each and pushes the pointer through
+//                             a bounded single-producer/single-consumer ring (1,024
+//                             slots) to a second thread, which reads and frees it. The
+//                             resident set is sampled at every tenth of the run.
+// With one thread the loop runs on the main thread and no thread is ever created
+// (glibc takes slower, locked paths for good once a second thread exists). With
+// T threads the clock starts when all have reached a barrier and stops when all
+// have been joined.
+//
+// Output: one JSON line on stdout: workload, label, api, the library `malloc`
+// resolves to (dlsym + dladdr: proves an LD_PRELOAD took effect), threads, ops per
+// thread, wall and process CPU time, ns per op (wall time / ops per thread: the
+// time one thread takes per pair while all run), ops per second (all threads),
+// peak resident set (VmHWM, KiB; see peak_rss_kib) and the resident set just before
+// the workload started; prodcons adds the samples and the checksum check.
+// callgrind-*: the loop runs K pairs (after 1,000 warm-up pairs) between
+// CALLGRIND_START_INSTRUMENTATION and CALLGRIND_STOP_INSTRUMENTATION; run it as
+// `valgrind --tool=callgrind --instr-atstart=no ...` and divide Ir by K.
+//
+// Built with -fno-allocation-dce where the compiler has it; every pointer also
+// goes through an asm the compiler cannot see into, so no pair can be elided.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#if MEMPOOL_BENCH_HAVE_CALLGRIND
+#include <valgrind/callgrind.h>
+#endif
+
+#if MEMPOOL_BENCH_HEAP
+#include "mempool/heap.hpp"
+#include "mempool/mempool.h"
+#endif
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// The allocators, each a pair of static functions the loops are templated on.
+
+#if MEMPOOL_BENCH_HEAP
+struct MempoolCpp {
+  static constexpr const char* kApi = "mempool::allocate";
+  static void* allocate(std::size_t n) { return mempool::allocate(n); }
+  static void release(void* p) { mempool::deallocate(p); }
+};
+struct MempoolC {
+  static constexpr const char* kApi = "mp_malloc";
+  static void* allocate(std::size_t n) { return mp_malloc(n); }
+  static void release(void* p) { mp_free(p); }
+};
+#else
+struct Malloc {
+  static constexpr const char* kApi = "malloc";
+  static void* allocate(std::size_t n) { return std::malloc(n); }
+  static void release(void* p) { std::free(p); }
+};
+#endif
+
+// The pointer escapes into an asm the compiler cannot see into; memory is clobbered.
+[[gnu::always_inline]] inline void escape(void* p) {
+  asm volatile("" : : "r"(p) : "memory");
+}
+
+// The first and last byte written: every block is really used.
+[[gnu::always_inline]] inline void touch(void* p, std::size_t n, unsigned char v) {
+  auto* b = static_cast<unsigned char*>(p);
+  b[0] = v;
+  b[n - 1] = v;
+  escape(p);
+}
+
+// ---------------------------------------------------------------------------
+// Measurement helpers.
+
+std::int64_t now_ns(clockid_t clock) noexcept {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Written only by one thread at a time (the main thread, or the barrier's completion).
+long g_max_rss_seen_kib = 0;
+
+// The current resident set in KiB, from /proc/self/statm, read without allocating.
+long current_rss_kib() noexcept {
+  const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  const ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return -1;
+  buf[got] = '\0';
+  char* end = nullptr;
+  std::strtol(buf, &end, 10);  // total program size: skipped
+  const long resident_pages = std::strtol(end, nullptr, 10);
+  const long kib = resident_pages * (sysconf(_SC_PAGESIZE) / 1024);
+  g_max_rss_seen_kib = std::max(g_max_rss_seen_kib, kib);
+  return kib;
+}
+
+// The peak resident set of this process image: VmHWM from /proc/self/status (or
+// the largest resident set this program has read, if that is larger: the kernel
+// folds threads' page counts into the high-water mark lazily). Not getrusage's
+// ru_maxrss: after fork + exec that keeps the parent's high-water mark, so a
+// child of a 14 MiB Python would report at least 14 MiB.
+long peak_rss_kib() noexcept {
+  long hwm = -1;
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[8192];
+    const ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got > 0) {
+      buf[got] = '\0';
+      if (const char* line = std::strstr(buf, "\nVmHWM:")) hwm = std::strtol(line + 7, nullptr, 10);
+    }
+  }
+  if (hwm < 0) {  // no procfs: the best there is
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    hwm = ru.ru_maxrss;
+  }
+  return std::max(hwm, current_rss_kib());
+}
+
+// The shared object that `malloc` resolves to in this process.
+std::string malloc_library() {
+  void* f = dlsym(RTLD_DEFAULT, "malloc");
+  Dl_info info{};
+  if (f == nullptr || dladdr(f, &info) == 0 || info.dli_fname == nullptr) return "?";
+  return info.dli_fname;
+}
+
+struct Result {
+  std::int64_t wall_ns = 0;
+  std::int64_t cpu_ns = 0;
+  long rss_before_kib = 0;
+  std::vector<long> rss_samples_kib;  // prodcons only
+  bool checksum_ok = true;            // prodcons only
+};
+
+// Runs body(thread_index) on `threads` threads (the main thread alone when 1);
+// prepare(thread_index) runs first on the same thread, before the clock starts.
+template <class Prepare, class Body>
+Result run_threads(int threads, Prepare prepare, Body body) {
+  Result r;
+  if (threads == 1) {
+    prepare(0);
+    r.rss_before_kib = current_rss_kib();
+    const std::int64_t cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+    const std::int64_t wall = now_ns(CLOCK_MONOTONIC);
+    body(0);
+    r.wall_ns = now_ns(CLOCK_MONOTONIC) - wall;
+    r.cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu;
+    return r;
+  }
+  std::int64_t cpu = 0;
+  std::int64_t wall = 0;
+  // The completion step runs once every thread has prepared, before any is released.
+  std::barrier sync(threads, [&]() noexcept {
+    r.rss_before_kib = current_rss_kib();
+    cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+    wall = now_ns(CLOCK_MONOTONIC);
+  });
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      prepare(t);
+      sync.arrive_and_wait();
+      body(t);
+    });
+  }
+  for (std::thread& t : pool)
+    t.join();
+  r.wall_ns = now_ns(CLOCK_MONOTONIC) - wall;
+  r.cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu;
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// The workloads.
+
+constexpr std::size_t kWarmupPairs = 1000;
+
+template <class A, std::size_t N>
+__attribute__((noinline)) void pair_loop(std::size_t ops) {
+  for (std::size_t i = 0; i < ops; ++i) {
+    void* p = A::allocate(N);
+    touch(p, N, static_cast<unsigned char>(i));
+    A::release(p);
+  }
+}
+
+template <class A, std::size_t N>
+Result run_pair(std::size_t ops) {
+  return run_threads(
+      1, [](int) { pair_loop<A, N>(kWarmupPairs); }, [&](int) { pair_loop<A, N>(ops); });
+}
+
+// Precomputed random data, so that every allocator sees the same sequence and the
+// generator's cost is a load.
+constexpr std::size_t kRandomCount = std::size_t{1} << 16;  // a power of two
+constexpr std::size_t kRandomMask = kRandomCount - 1;
+constexpr std::size_t kMinSize = 8;
+constexpr std::size_t kMaxSize = 256;
+constexpr std::size_t kWindow = 1024;  // a power of two
+
+struct RandomData {
+  std::vector<std::uint16_t> sizes;  // kMinSize..kMaxSize
+  std::vector<std::uint16_t> slots;  // 0..kWindow-1
+};
+
+RandomData make_random(int thread) {
+  std::uint64_t x =
+      0x9E3779B97F4A7C15ull ^ (static_cast<std::uint64_t>(thread + 1) * 0xD1B54A32D192ED03ull);
+  const auto next = [&x] {  // xorshift64
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  RandomData d;
+  d.sizes.resize(kRandomCount);
+  d.slots.resize(kRandomCount);
+  for (std::size_t i = 0; i < kRandomCount; ++i) {
+    d.sizes[i] = static_cast<std::uint16_t>(kMinSize + next() % (kMaxSize - kMinSize + 1));
+    d.slots[i] = static_cast<std::uint16_t>(next() % kWindow);
+  }
+  return d;
+}
+
+template <class A>
+__attribute__((noinline)) void mixed_immediate_loop(const RandomData& d, std::size_t ops) {
+  const std::uint16_t* sizes = d.sizes.data();
+  for (std::size_t i = 0; i < ops; ++i) {
+    const std::size_t n = sizes[i & kRandomMask];
+    void* p = A::allocate(n);
+    touch(p, n, static_cast<unsigned char>(i));
+    A::release(p);
+  }
+}
+
+struct Window {
+  void* block[kWindow];
+};
+
+template <class A>
+__attribute__((noinline)) void mixed_window_loop(const RandomData& d, Window& w, std::size_t ops) {
+  const std::uint16_t* sizes = d.sizes.data();
+  const std::uint16_t* slots = d.slots.data();
+  for (std::size_t i = 0; i < ops; ++i) {
+    const std::size_t k = i & kRandomMask;
+    const std::size_t n = sizes[k];
+    void*& slot = w.block[slots[k]];
+    A::release(slot);
+    void* p = A::allocate(n);
+    touch(p, n, static_cast<unsigned char>(i));
+    slot = p;
+  }
+}
+
+template <class A>
+Result run_mixed(bool window, int threads, std::size_t ops) {
+  std::vector<RandomData> data(static_cast<std::size_t>(threads));
+  std::vector<Window> windows(static_cast<std::size_t>(threads));
+  const auto prepare = [&](int t) {
+    RandomData& d = data[static_cast<std::size_t>(t)];
+    d = make_random(t);
+    if (window) {
+      Window& w = windows[static_cast<std::size_t>(t)];
+      for (std::size_t s = 0; s < kWindow; ++s) {
+        const std::size_t n = d.sizes[(kRandomCount - 1 - s) & kRandomMask];
+        w.block[s] = A::allocate(n);
+        touch(w.block[s], n, 1);
+      }
+      mixed_window_loop<A>(d, w, kWarmupPairs);
+    } else {
+      mixed_immediate_loop<A>(d, kWarmupPairs);
+    }
+  };
+  const auto body = [&](int t) {
+    const RandomData& d = data[static_cast<std::size_t>(t)];
+    if (window) {
+      mixed_window_loop<A>(d, windows[static_cast<std::size_t>(t)], ops);
+    } else {
+      mixed_immediate_loop<A>(d, ops);
+    }
+  };
+  Result r = run_threads(threads, prepare, body);
+  for (Window& w : windows) {
+    if (!window) break;
+    for (void* p : w.block)
+      A::release(p);
+  }
+  return r;
+}
+
+// A bounded single-producer/single-consumer ring of pointers. Each side keeps its
+// own index privately and publishes it (a release store) every kPublish
+// elements, or before it waits; it reads the other side's index (acquire) only
+// when its cached copy says full or empty. So the index cache lines cross between
+// the cores once per batch, not once per element, and the ring costs little next
+// to the allocator.
+class SpscRing {
+ public:
+  static constexpr std::size_t kCapacity = 1024;  // a power of two
+  static constexpr std::size_t kPublish = 32;
+
+  // Producer side.
+  bool try_push(void* p) noexcept {
+    if (tail_ - head_cache_ == kCapacity) {
+      head_cache_ = head_.load(std::memory_order_acquire);
+      if (tail_ - head_cache_ == kCapacity) {
+        publish_tail();  // the consumer must see everything before we wait
+        return false;
+      }
+    }
+    slots_[tail_ & (kCapacity - 1)] = p;
+    ++tail_;
+    if (tail_ % kPublish == 0) publish_tail();
+    return true;
+  }
+  void publish_tail() noexcept { shared_tail_.store(tail_, std::memory_order_release); }
+
+  // Consumer side.
+  void* try_pop() noexcept {
+    if (head_private_ == tail_cache_) {
+      tail_cache_ = shared_tail_.load(std::memory_order_acquire);
+      if (head_private_ == tail_cache_) {
+        head_.store(head_private_, std::memory_order_release);
+        return nullptr;
+      }
+    }
+    void* p = slots_[head_private_ & (kCapacity - 1)];
+    ++head_private_;
+    if (head_private_ % kPublish == 0) head_.store(head_private_, std::memory_order_release);
+    return p;
+  }
+
+ private:
+  // The producer's line.
+  alignas(64) std::size_t tail_ = 0;  // next slot to write
+  std::size_t head_cache_ = 0;        // the consumer's index as last read
+  // The consumer's line.
+  alignas(64) std::size_t head_private_ = 0;  // next slot to read
+  std::size_t tail_cache_ = 0;                // the producer's index as last read
+  // The published indices, each on its own line.
+  alignas(64) std::atomic<std::size_t> shared_tail_{0};
+  alignas(64) std::atomic<std::size_t> head_{0};
+  alignas(64) void* slots_[kCapacity] = {};
+};
+
+// Spin with a pause; after a while also yield, so that a waiting thread does not
+// starve the other on a machine with fewer free cores than threads.
+struct Backoff {
+  unsigned spins = 0;
+  void wait() noexcept {
+    if (++spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      spins = 0;
+      std::this_thread::yield();
+    }
+  }
+};
+
+constexpr std::size_t kProdconsSize = 64;
+// The resident set is sampled at 10%, 20%, ... 90% of the ops and after the end:
+// start = the 10% sample (the pipeline is full by then), middle = 50%, end.
+constexpr std::size_t kRssSamples = 10;
+
+template <class A>
+Result run_prodcons(std::size_t ops) {
+  auto ring = std::make_unique<SpscRing>();
+  std::atomic<bool> consumer_ready{false};
+  std::uint64_t consumed_sum = 0;
+  std::thread consumer([&] {
+    consumer_ready.store(true, std::memory_order_release);
+    std::uint64_t sum = 0;
+    Backoff backoff;
+    for (std::size_t i = 0; i < ops; ++i) {
+      void* p;
+      while ((p = ring->try_pop()) == nullptr)
+        backoff.wait();
+      auto* b = static_cast<unsigned char*>(p);
+      std::uint64_t seq;
+      std::memcpy(&seq, b, sizeof seq);
+      sum += seq + b[kProdconsSize - 1];
+      A::release(p);
+    }
+    consumed_sum = sum;
+  });
+  while (!consumer_ready.load(std::memory_order_acquire))
+    std::this_thread::yield();
+
+  Result r;
+  r.rss_before_kib = current_rss_kib();
+  r.rss_samples_kib.reserve(kRssSamples);
+  std::uint64_t expected = 0;
+  const std::int64_t cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  const std::int64_t wall = now_ns(CLOCK_MONOTONIC);
+  std::size_t next_sample = ops / kRssSamples;
+  Backoff backoff;
+  for (std::size_t i = 0; i < ops; ++i) {
+    if (i == next_sample && r.rss_samples_kib.size() + 1 < kRssSamples) [[unlikely]] {
+      r.rss_samples_kib.push_back(current_rss_kib());
+      next_sample += ops / kRssSamples;
+    }
+    auto* b = static_cast<unsigned char*>(A::allocate(kProdconsSize));
+    const std::uint64_t seq = i;
+    std::memcpy(b, &seq, sizeof seq);
+    b[kProdconsSize - 1] = static_cast<unsigned char>(i);
+    expected += seq + static_cast<unsigned char>(i);
+    escape(b);
+    while (!ring->try_push(b))
+      backoff.wait();
+  }
+  ring->publish_tail();  // the last, partial batch
+  consumer.join();
+  r.wall_ns = now_ns(CLOCK_MONOTONIC) - wall;
+  r.cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu;
+  r.rss_samples_kib.push_back(current_rss_kib());
+  r.checksum_ok = consumed_sum == expected;
+  return r;
+}
+
+// The instruction-count loop: the pointer is opaque to the compiler, nothing else
+// happens between the two calls.
+template <class A>
+__attribute__((noinline)) void callgrind_loop(std::size_t n, std::size_t pairs) {
+  for (std::size_t i = 0; i < pairs; ++i) {
+    void* p = A::allocate(n);
+    asm volatile("" : "+r"(p) : : "memory");
+    A::release(p);
+    asm volatile("" : : : "memory");
+  }
+}
+
+// The same loop with no allocator, to subtract.
+struct NoAllocator {
+  static constexpr const char* kApi = "none";
+  static void* allocate(std::size_t /*n*/) { return &buffer; }
+  static void release(void* /*p*/) {}
+  static inline std::max_align_t buffer;
+};
+
+template <class A>
+Result run_callgrind(std::size_t n, std::size_t pairs) {
+#if MEMPOOL_BENCH_HAVE_CALLGRIND
+  callgrind_loop<A>(n, kWarmupPairs);
+  Result r;
+  r.rss_before_kib = current_rss_kib();
+  const std::int64_t wall = now_ns(CLOCK_MONOTONIC);
+  CALLGRIND_START_INSTRUMENTATION;
+  callgrind_loop<A>(n, pairs);
+  CALLGRIND_STOP_INSTRUMENTATION;
+  r.wall_ns = now_ns(CLOCK_MONOTONIC) - wall;
+  return r;
+#else
+  (void)n;
+  (void)pairs;
+  std::fputs("heap_benchmark: built without valgrind/callgrind.h\n", stderr);
+  std::exit(2);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Command line and output.
+
+struct Options {
+  std::string workload;
+  std::size_t ops = 0;  // 0: the workload's default
+  int threads = 1;
+  std::size_t size = 64;  // callgrind-pair
+  std::string label;
+  std::string api = "cpp";  // mempool build only
+};
+
+[[noreturn]] void usage_error(const char* what) {
+  std::fprintf(stderr,
+               "heap_benchmark: %s\n"
+               "usage: heap_benchmark --workload W [--ops N] [--threads T] [--label NAME]"
+#if MEMPOOL_BENCH_HEAP
+               " [--api cpp|c]"
+#endif
+               "\n  W: pair16 pair64 pair4096 mixed-immediate mixed-window prodcons\n"
+               "     callgrind-pair (with --size N) callgrind-loop\n",
+               what);
+  std::exit(2);
+}
+
+std::size_t parse_count(const char* s) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v == 0) usage_error("expected a positive number");
+  return static_cast<std::size_t>(v);
+}
+
+std::size_t default_ops(std::string_view w) {
+  if (w.starts_with("pair")) return 20'000'000;
+  if (w.starts_with("mixed")) return 10'000'000;
+  if (w == "prodcons") return 5'000'000;
+  return 1'000'000;  // callgrind
+}
+
+// Labels and paths go into JSON strings: only plain characters are kept.
+std::string json_safe(std::string s) {
+  for (char& c : s) {
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = '?';
+  }
+  return s;
+}
+
+template <class A>
+Result run_workload(const Options& o) {
+  const std::string_view w = o.workload;
+  if (w == "pair16") return run_pair<A, 16>(o.ops);
+  if (w == "pair64") return run_pair<A, 64>(o.ops);
+  if (w == "pair4096") return run_pair<A, 4096>(o.ops);
+  if (w == "mixed-immediate") return run_mixed<A>(false, o.threads, o.ops);
+  if (w == "mixed-window") return run_mixed<A>(true, o.threads, o.ops);
+  if (w == "prodcons") return run_prodcons<A>(o.ops);
+  if (w == "callgrind-pair") return run_callgrind<A>(o.size, o.ops);
+  if (w == "callgrind-loop") return run_callgrind<NoAllocator>(o.size, o.ops);
+  usage_error("unknown workload");
+}
+
+void print_json(const Options& o, const char* api, const Result& r) {
+  const double ns_per_op = static_cast<double>(r.wall_ns) / static_cast<double>(o.ops);
+  // prodcons: one block passed per op (its two threads work on the same op).
+  const int working_threads = o.workload.starts_with("mixed") ? o.threads : 1;
+  const double total_ops = static_cast<double>(o.ops) * working_threads;
+  const double ops_per_s = r.wall_ns > 0 ? total_ops * 1e9 / static_cast<double>(r.wall_ns) : 0;
+  std::string line;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"workload\": \"%s\", \"label\": \"%s\", \"api\": \"%s\", "
+                "\"malloc_from\": \"%s\", \"threads\": %d, \"ops\": %zu",
+                json_safe(o.workload).c_str(), json_safe(o.label).c_str(), api,
+                json_safe(malloc_library()).c_str(), o.threads, o.ops);
+  line += buf;
+  if (o.workload == "callgrind-pair" || o.workload == "callgrind-loop") {
+    std::snprintf(buf, sizeof buf, ", \"size\": %zu", o.size);
+    line += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                ", \"wall_ns\": %lld, \"cpu_ns\": %lld, \"ns_per_op\": %.4f, \"ops_per_s\": %.0f, "
+                "\"peak_rss_kib\": %ld, \"rss_before_kib\": %ld",
+                static_cast<long long>(r.wall_ns), static_cast<long long>(r.cpu_ns), ns_per_op,
+                ops_per_s, peak_rss_kib(), r.rss_before_kib);
+  line += buf;
+  if (!r.rss_samples_kib.empty()) {
+    line += ", \"rss_samples_kib\": [";
+    for (std::size_t i = 0; i < r.rss_samples_kib.size(); ++i) {
+      line += (i ? ", " : "") + std::to_string(r.rss_samples_kib[i]);
+    }
+    line += "]";
+    const auto at = [&](std::size_t i) {
+      return r.rss_samples_kib[std::min(i, r.rss_samples_kib.size() - 1)];
+    };
+    std::snprintf(buf, sizeof buf,
+                  ", \"rss_start_kib\": %ld, \"rss_middle_kib\": %ld, \"rss_end_kib\": %ld, "
+                  "\"checksum_ok\": %s",
+                  at(0), at(kRssSamples / 2 - 1), r.rss_samples_kib.back(),
+                  r.checksum_ok ? "true" : "false");
+    line += buf;
+  }
+  line += "}\n";
+  std::fputs(line.c_str(), stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    const auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error("an option lacks its value");
+      return argv[++i];
+    };
+    if (a == "--workload") {
+      o.workload = value();
+    } else if (a == "--ops") {
+      o.ops = parse_count(value());
+    } else if (a == "--threads") {
+      o.threads = static_cast<int>(parse_count(value()));
+    } else if (a == "--size") {
+      o.size = parse_count(value());
+    } else if (a == "--label") {
+      o.label = value();
+    } else if (a == "--api") {
+      o.api = value();
+      if (o.api != "cpp" && o.api != "c") usage_error("--api takes cpp or c");
+    } else if (a == "-h" || a == "--help") {
+      usage_error("help");
+    } else {
+      usage_error("unknown argument");
+    }
+  }
+  if (o.workload.empty()) usage_error("--workload is required");
+  if (o.ops == 0) o.ops = default_ops(o.workload);
+  const bool threaded = o.workload.starts_with("mixed");
+  if (!threaded && o.workload != "prodcons" && o.threads != 1) {
+    usage_error("--threads applies to mixed-immediate and mixed-window only");
+  }
+  if (o.workload == "prodcons") o.threads = 2;  // one producer, one consumer
+  if (o.threads > 64) usage_error("--threads: at most 64");
+
+#if MEMPOOL_BENCH_HEAP
+  if (o.label.empty()) o.label = o.api == "c" ? "mempool-c" : "mempool";
+  const bool c_api = o.api == "c";
+  const Result r = c_api ? run_workload<MempoolC>(o) : run_workload<MempoolCpp>(o);
+  const char* api = o.workload == "callgrind-loop" ? NoAllocator::kApi
+                    : c_api                        ? MempoolC::kApi
+                                                   : MempoolCpp::kApi;
+#else
+  if (o.api != "cpp") usage_error("--api applies to heap_benchmark_mempool only");
+  if (o.label.empty()) o.label = "malloc";
+  const Result r = run_workload<Malloc>(o);
+  const char* api = o.workload == "callgrind-loop" ? NoAllocator::kApi : Malloc::kApi;
+#endif
+  print_json(o, api, r);
+  if (!r.checksum_ok) {
+    std::fputs("heap_benchmark: prodcons checksum mismatch\n", stderr);
+    return 1;
+  }
+  return 0;
+}
