@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 
 #include "mempool/detail/os.hpp"
 #include "mempool/detail/platform.hpp"
@@ -45,6 +46,27 @@ void os_unmap(void* p, std::size_t bytes) noexcept {
   if (p == nullptr || bytes == 0) return;
   ::munmap(p, bytes);
   g_bytes_mapped.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexcept {
+  if (alignment <= page_size()) return os_map(bytes);
+  const std::size_t padded = bytes + alignment;
+  if (padded < bytes) return nullptr;
+  auto* raw = static_cast<char*>(os_map(padded));
+  if (raw == nullptr) return nullptr;
+  const auto addr = reinterpret_cast<std::uintptr_t>(raw);
+  const std::size_t head = ((addr + alignment - 1) & ~(alignment - 1)) - addr;
+  if (head != 0) os_unmap(raw, head);
+  const std::size_t tail = padded - head - bytes;
+  if (tail != 0) os_unmap(raw + head + bytes, tail);
+  return raw + head;
+}
+
+void os_release(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr || bytes == 0) return;
+  // Failure (EINVAL on a range that is not ours) would be a bug in the caller; the
+  // memory simply stays resident, which is safe.
+  ::madvise(p, bytes, MADV_DONTNEED);
 }
 
 }  // namespace detail

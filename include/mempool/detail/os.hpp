@@ -11,6 +11,12 @@ namespace mempool::detail {
 // take page faults later).
 void* os_map(std::size_t bytes, bool populate = false) noexcept;
 void os_unmap(void* p, std::size_t bytes) noexcept;
+// The same as os_map, with the start aligned to `alignment` (a power of two above
+// the OS page size): maps more, then unmaps the unaligned ends.
+void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexcept;
+// Gives the pages back (madvise MADV_DONTNEED): the range stays mapped and reads as
+// zeros when touched again. p and bytes are multiples of the OS page size.
+void os_release(void* p, std::size_t bytes) noexcept;
 
 }  // namespace mempool::detail
 

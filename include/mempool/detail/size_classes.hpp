@@ -1,10 +1,12 @@
-// The size-class table of SizeClassPool: 64 classes of 8, 16, 24, ... 512 bytes.
-// Written once; every allocator that buckets small sizes uses it.
+// The size-class tables, written once: SizeClassPool's 64 linear classes of 8,
+// 16, 24, ... 512 bytes, and the general heap's geometric classes up to 256 KiB.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+
+#include "mempool/detail/platform.hpp"
 
 namespace mempool::detail {
 
@@ -33,5 +35,57 @@ static_assert(size_class_of(1) == 0 && size_class_of(8) == 0 && size_class_of(9)
 static_assert(size_class_of(kSizeClassMax) == kSizeClassCount - 1);
 static_assert(size_class_alignment(size_class_of(24)) == 8);
 static_assert(size_class_alignment(size_class_of(48)) == 16);
+
+// ---------------------------------------------------------------------------
+// The general heap's classes. Index 0 means "no class" (a large block); classes
+// 1 .. kHeapClassCount - 1 are 8, 16, 32, 48, ... 128 (steps of 16, so every
+// block of 16 bytes or more is 16-byte aligned), then eight classes per doubling
+// up to 256 KiB: the waste is under 12.5% above 128 bytes and under 16 bytes at
+// or below it.
+inline constexpr std::size_t kHeapSmallMax = 256 * 1024;
+inline constexpr std::size_t kHeapClassCount = 1 + 9 + 11 * 8;  // 98
+
+constexpr std::size_t heap_class_bytes(std::size_t c) noexcept {
+  if (c == 0) return 0;
+  if (c == 1) return 8;
+  if (c <= 9) return (c - 1) * 16;         // 16 .. 128
+  const std::size_t e = 7 + (c - 10) / 8;  // 2^e < size <= 2^(e+1)
+  const std::size_t k = (c - 10) % 8 + 1;
+  return (std::size_t{1} << e) + k * (std::size_t{1} << (e - 3));
+}
+
+// The class of n bytes, 1 <= n <= kHeapSmallMax (n = 0 is treated as 1).
+constexpr std::size_t heap_class_of_computed(std::size_t n) noexcept {
+  if (n <= 8) return 1;
+  if (n <= 128) return 1 + (n + 15) / 16;
+  const std::size_t e = std::bit_width(n - 1) - 1;  // 2^e < n <= 2^(e+1)
+  const std::size_t k = ((n - 1 - (std::size_t{1} << e)) >> (e - 3)) + 1;
+  return 10 + (e - 7) * 8 + (k - 1);
+}
+
+// The hot path looks small sizes up in a table of bytes, indexed by (n + 7) / 8.
+inline constexpr std::size_t kHeapClassTableMax = 1024;
+
+struct HeapClassTable {
+  unsigned char by_granule[kHeapClassTableMax / 8 + 1];
+};
+
+constexpr HeapClassTable make_heap_class_table() noexcept {
+  HeapClassTable t{};
+  for (std::size_t i = 0; i <= kHeapClassTableMax / 8; ++i)
+    t.by_granule[i] = static_cast<unsigned char>(heap_class_of_computed(i == 0 ? 1 : i * 8));
+  return t;
+}
+inline constexpr HeapClassTable kHeapClassTable = make_heap_class_table();
+
+MEMPOOL_ALWAYS_INLINE constexpr std::size_t heap_class_of(std::size_t n) noexcept {
+  if (n <= kHeapClassTableMax) return kHeapClassTable.by_granule[(n + 7) / 8];
+  return heap_class_of_computed(n);
+}
+
+static_assert(heap_class_bytes(kHeapClassCount - 1) == kHeapSmallMax);
+static_assert(heap_class_of(kHeapSmallMax) == kHeapClassCount - 1);
+static_assert(heap_class_bytes(heap_class_of(129)) == 144);
+static_assert(heap_class_of(1) == 1 && heap_class_of(9) == 2 && heap_class_of(17) == 3);
 
 }  // namespace mempool::detail

@@ -1,0 +1,77 @@
+// The general heap: any size, any thread, free without a size.
+//
+//   void* p = mempool::allocate(n);                        // std::bad_alloc when out of memory
+//   void* a = mempool::allocate(n, std::align_val_t{64});  // any power-of-two alignment
+//   void* q = mempool::try_allocate(n);                    // nullptr instead of throwing
+//   mempool::deallocate(p);                                // size-free (the page map knows)
+//   mempool::deallocate(q, n);                             // sized: skips the page-map lookup
+//
+// Three tiers (docs/architecture.md): a per-thread cache of free blocks per size
+// class (no lock, no atomic read-modify-write), a central cache per class that
+// moves blocks between threads in batches, and a page heap of spans over memory
+// mapped from the OS, which gives free pages back with madvise.
+//
+// Blocks of 16 bytes or more are 16-byte aligned; a request of n bytes gets a
+// block of at least n (usable_size says how much). Freeing a pointer the heap did
+// not hand out, or a pointer into the middle of a block, stops the process with
+// one line naming it; in checked builds double frees and wrong sizes do too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace mempool {
+
+// Throws std::bad_alloc when the system is out of memory or n is absurd (more than
+// the address space can hold). allocate(0) returns a unique pointer to free later.
+[[nodiscard]] void* allocate(std::size_t n);
+// `alignment` is any power of two; std::bad_alloc for one that is not.
+[[nodiscard]] void* allocate(std::size_t n, std::align_val_t alignment);
+// The same, with nullptr instead of an exception.
+[[nodiscard]] void* try_allocate(std::size_t n) noexcept;
+[[nodiscard]] void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept;
+
+// Size-free: any pointer that allocate/try_allocate returned; nullptr does nothing.
+void deallocate(void* p) noexcept;
+// Sized: n must be the size asked for (or anything up to usable_size(p)).
+void deallocate(void* p, std::size_t n) noexcept;
+void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept;
+
+// Bytes the block really has (>= the size asked for); 0 for nullptr.
+[[nodiscard]] std::size_t usable_size(const void* p) noexcept;
+
+// Gives free memory back to the OS now: the calling thread's cache, the central
+// caches' spare batches and every free page of the page heap.
+void collect() noexcept;
+
+// The heap's size classes: 1 byte to 256 KiB. Larger requests get whole pages.
+inline constexpr std::size_t kHeapMaxSmallSize = 256 * 1024;
+inline constexpr std::size_t kHeapMaxClasses = 128;
+
+struct HeapClassStats {
+  std::size_t block_size = 0;      // bytes per block of this class
+  std::size_t blocks_in_use = 0;   // handed to the program and not freed
+  std::size_t blocks_cached = 0;   // free, in thread caches and the central cache
+  std::size_t bytes_reserved = 0;  // bytes of the spans that hold this class
+};
+
+// A snapshot. Other threads keep running while it is taken, so the numbers of a
+// busy heap are approximate (each is exact when the heap is quiet).
+struct HeapStats {
+  std::size_t bytes_in_use = 0;             // handed to the program: small blocks and large spans
+  std::size_t bytes_in_thread_caches = 0;   // free blocks held by thread caches
+  std::size_t bytes_in_central_cache = 0;   // free blocks held by the central cache and its spans
+  std::size_t bytes_free_in_page_heap = 0;  // free pages still resident
+  std::size_t bytes_mapped = 0;             // everything mapped from the OS, heap metadata aside
+  std::size_t bytes_returned_to_os = 0;     // free pages currently given back (madvise)
+  std::size_t bytes_metadata = 0;           // spans, page map leaves, thread caches
+  std::size_t large_blocks_in_use = 0;      // blocks over kHeapMaxSmallSize
+  std::size_t thread_caches = 0;            // threads with a cache now
+  std::size_t class_count = 0;              // entries of `classes` in use
+  HeapClassStats classes[kHeapMaxClasses];
+};
+
+[[nodiscard]] HeapStats stats() noexcept;
+
+}  // namespace mempool

@@ -1,0 +1,41 @@
+/* mempool's general heap from C (and C++): the malloc family, with the same
+ * contract as the C standard and POSIX.
+ *   mp_malloc(0) returns a unique pointer; mp_free(NULL) does nothing;
+ *   mp_calloc zeroes and returns NULL with errno = ENOMEM when count * size overflows;
+ *   mp_realloc(NULL, n) allocates; mp_realloc(p, 0) frees p and returns NULL (as glibc);
+ *   a failed mp_realloc leaves p untouched; blocks of 16 bytes or more are 16-byte aligned;
+ *   mp_posix_memalign returns EINVAL for an alignment that is not a power of two multiple
+ *   of sizeof(void*), ENOMEM when out of memory, and leaves *out untouched on failure;
+ *   mp_aligned_alloc returns NULL with errno = EINVAL for an alignment that is not a power
+ *   of two; every failed allocation sets errno = ENOMEM. */
+#ifndef MEMPOOL_MEMPOOL_H
+#define MEMPOOL_MEMPOOL_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#define MEMPOOL_NOEXCEPT noexcept
+#else
+#define MEMPOOL_NOEXCEPT
+#endif
+
+void* mp_malloc(size_t size) MEMPOOL_NOEXCEPT;
+void* mp_calloc(size_t count, size_t size) MEMPOOL_NOEXCEPT;
+void* mp_realloc(void* p, size_t size) MEMPOOL_NOEXCEPT;
+void mp_free(void* p) MEMPOOL_NOEXCEPT;
+void* mp_aligned_alloc(size_t alignment, size_t size) MEMPOOL_NOEXCEPT;
+int mp_posix_memalign(void** out, size_t alignment, size_t size) MEMPOOL_NOEXCEPT;
+size_t mp_usable_size(const void* p) MEMPOOL_NOEXCEPT;
+/* Gives free memory back to the OS now (see mempool::collect). */
+void mp_collect(void) MEMPOOL_NOEXCEPT;
+/* Writes the heap statistics as a table to `out` (stderr when NULL). */
+void mp_stats_print(FILE* out) MEMPOOL_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif
+
+#undef MEMPOOL_NOEXCEPT
+#endif /* MEMPOOL_MEMPOOL_H */

@@ -1,0 +1,89 @@
+// The C API: the malloc family over the heap, to the letter of C and POSIX.
+#include <cerrno>
+#include <cstring>
+
+#include "heap_internal.hpp"
+#include "mempool/heap.hpp"
+#include "mempool/mempool.h"
+
+using namespace mempool::detail;
+
+namespace {
+
+void* fail_enomem() noexcept {
+  errno = ENOMEM;
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+void* mp_malloc(size_t size) noexcept {
+  void* p = heap_allocate(size);
+  return MEMPOOL_LIKELY(p != nullptr) ? p : fail_enomem();
+}
+
+void mp_free(void* p) noexcept {
+  heap_free(p);
+}
+
+void* mp_calloc(size_t count, size_t size) noexcept {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) return fail_enomem();
+  void* p = heap_allocate(bytes);
+  if (p == nullptr) return fail_enomem();
+  // Huge blocks come straight from mmap, already zero.
+  const Span* s = g_page_map.lookup(p);
+  if (s->state != SpanState::kDirect) std::memset(p, 0, bytes);
+  return p;
+}
+
+void* mp_realloc(void* p, size_t size) noexcept {
+  if (p == nullptr) return mp_malloc(size);
+  if (size == 0) {  // glibc's behaviour: free, return NULL
+    heap_free(p);
+    return nullptr;
+  }
+  Span* s = heap_block_span(p);
+  const size_t usable = heap_usable_size(p);
+  if (s->state == SpanState::kSmall) {
+    // In place while the size stays in the block's class, so that a sized free
+    // with the new size still names the right class.
+    if (size <= kHeapSmallMax && heap_class_of(size) == s->size_class) return p;
+  } else if (heap_resize_in_place(p, s, size) || (size <= usable && size > usable / 2)) {
+    return p;  // large: pages trimmed or taken from the free span after it
+  }
+  void* q = heap_allocate(size);
+  if (q == nullptr) return fail_enomem();  // p is untouched
+  std::memcpy(q, p, size < usable ? size : usable);
+  heap_free(p);
+  return q;
+}
+
+void* mp_aligned_alloc(size_t alignment, size_t size) noexcept {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void* p = heap_allocate_aligned(size, alignment);
+  return p != nullptr ? p : fail_enomem();
+}
+
+int mp_posix_memalign(void** out, size_t alignment, size_t size) noexcept {
+  if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
+  void* p = heap_allocate_aligned(size, alignment);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+size_t mp_usable_size(const void* p) noexcept {
+  return heap_usable_size(p);
+}
+
+void mp_collect(void) noexcept {
+  mempool::collect();
+}
+
+}  // extern "C"

@@ -1,0 +1,157 @@
+#include "central_cache.hpp"
+
+#include "metadata.hpp"
+#include "page_heap.hpp"
+#include "page_map.hpp"
+
+namespace mempool::detail {
+
+constinit CentralCache g_central_cache;
+
+Span* CentralCache::new_span(std::size_t c) noexcept {
+  const HeapClassInfo& info = kHeapClasses[c];
+  Span* s = g_page_heap.allocate(info.span_pages);
+  if (s == nullptr) return nullptr;
+  if constexpr (kChecked) {
+    const std::size_t words = (info.capacity + 63) / 64;
+    s->live_bits = static_cast<std::atomic<std::uint64_t>*>(
+        g_metadata.allocate(words * sizeof(std::uint64_t)));
+    if (s->live_bits == nullptr) {
+      g_page_heap.free(s);
+      return nullptr;
+    }
+  }
+  s->capacity = info.capacity;
+  s->divisor = info.divisor;
+  s->carve = s->start;
+  s->carve_end = s->start + std::size_t{info.capacity} * info.size;
+  s->allocated = 0;
+  s->free_blocks = nullptr;
+  s->state = SpanState::kSmall;
+  // Written last: the free path tells small from large by it.
+  s->size_class = static_cast<std::uint8_t>(c);
+  return s;
+}
+
+std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
+                                       FreeBlock** first) noexcept {
+  const HeapClassInfo& info = kHeapClasses[c];
+  Class& k = classes_[c];
+  std::lock_guard<std::mutex> lock(k.mutex);
+  if (want >= info.batch && k.batch_count > 0) {
+    *first = k.batches[--k.batch_count];
+    return info.batch;
+  }
+  FreeBlock* head = nullptr;
+  std::size_t got = 0;
+  while (got < want) {
+    Span* s = k.nonempty.first();
+    if (s == nullptr) {
+      s = new_span(c);
+      if (s == nullptr) break;
+      ++k.spans;
+      k.nonempty.push_front(s);
+    }
+    while (got < want && s->free_blocks != nullptr) {
+      FreeBlock* b = s->free_blocks;
+      s->free_blocks = b->next;
+      b->next = head;
+      head = b;
+      ++got;
+      ++s->allocated;
+    }
+    while (got < want && s->carve < s->carve_end) {
+      auto* b = reinterpret_cast<FreeBlock*>(s->carve);
+      s->carve += info.size;
+      b->next = head;
+      head = b;
+      ++got;
+      ++s->allocated;
+    }
+    if (s->allocated == s->capacity) k.nonempty.remove(s);
+  }
+  k.blocks_out += got;
+  *first = head;
+  return got;
+}
+
+void CentralCache::release_to_spans(Class& k, FreeBlock* first, std::size_t count,
+                                    Span** empty) noexcept {
+  for (std::size_t i = 0; i < count; ++i) {
+    FreeBlock* b = first;
+    first = first->next;
+    Span* s = g_page_map.lookup(b);
+    if (s->allocated == s->capacity) k.nonempty.push_front(s);  // was full
+    b->next = s->free_blocks;
+    s->free_blocks = b;
+    if (--s->allocated == 0) {
+      k.nonempty.remove(s);
+      --k.spans;
+      s->next = *empty;
+      *empty = s;
+    }
+  }
+  k.blocks_out -= count;
+}
+
+void CentralCache::free_spans(Span* chain) noexcept {
+  while (chain != nullptr) {
+    Span* s = chain;
+    chain = chain->next;
+    if constexpr (kChecked) {
+      g_metadata.deallocate(s->live_bits, (s->capacity + 63) / 64 * sizeof(std::uint64_t));
+    }
+    g_page_heap.free(s);
+  }
+}
+
+void CentralCache::insert_range(std::size_t c, FreeBlock* first, std::size_t count) noexcept {
+  const HeapClassInfo& info = kHeapClasses[c];
+  Class& k = classes_[c];
+  Span* empty = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(k.mutex);
+    if (count == info.batch && k.batch_count < info.max_slots) {
+      k.batches[k.batch_count++] = first;
+      return;
+    }
+    release_to_spans(k, first, count, &empty);
+  }
+  free_spans(empty);
+}
+
+void CentralCache::drain() noexcept {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    Class& k = classes_[c];
+    Span* empty = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(k.mutex);
+      while (k.batch_count > 0)
+        release_to_spans(k, k.batches[--k.batch_count], kHeapClasses[c].batch, &empty);
+    }
+    free_spans(empty);
+  }
+}
+
+CentralClassCounts CentralCache::counts(std::size_t c) const noexcept {
+  const Class& k = classes_[c];
+  std::lock_guard<std::mutex> lock(k.mutex);
+  CentralClassCounts n;
+  n.spans = k.spans;
+  n.blocks_out = k.blocks_out;
+  n.blocks_in_batches = std::size_t{k.batch_count} * kHeapClasses[c].batch;
+  n.blocks_in_spans = k.spans * kHeapClasses[c].capacity - k.blocks_out;
+  return n;
+}
+
+void CentralCache::lock_all() noexcept {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c)
+    classes_[c].mutex.lock();
+}
+
+void CentralCache::unlock_all() noexcept {
+  for (std::size_t c = kHeapClassCount - 1; c >= 1; --c)
+    classes_[c].mutex.unlock();
+}
+
+}  // namespace mempool::detail

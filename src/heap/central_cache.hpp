@@ -1,0 +1,64 @@
+// The central cache: one per size class, between the thread caches and the page
+// heap. It hands out and takes back blocks in batches, under a short per-class
+// lock. Full batches that threads give back are kept whole (up to 1 MiB per class)
+// so the next thread that needs one takes it in O(1): this is what keeps the
+// producer/consumer pattern fast. Other blocks go back to their spans, and a span
+// whose blocks have all come back goes back to the page heap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "class_info.hpp"
+#include "mempool/detail/free_list.hpp"
+#include "mempool/detail/platform.hpp"
+#include "span.hpp"
+
+namespace mempool::detail {
+
+struct CentralClassCounts {
+  std::size_t spans = 0;
+  std::size_t blocks_out = 0;         // given to thread caches (cached there or in use)
+  std::size_t blocks_in_batches = 0;  // free, in the kept batches
+  std::size_t blocks_in_spans = 0;    // free in the spans, carved or not
+};
+
+class CentralCache {
+ public:
+  // Up to `want` blocks of class c, as a nullptr-terminated chain in *first;
+  // returns how many (0 when the OS refuses memory).
+  std::size_t remove_range(std::size_t c, std::size_t want, FreeBlock** first) noexcept;
+  // Takes back `count` blocks of class c linked from `first`.
+  void insert_range(std::size_t c, FreeBlock* first, std::size_t count) noexcept;
+  // Returns every kept batch to its spans (collect()).
+  void drain() noexcept;
+  [[nodiscard]] CentralClassCounts counts(std::size_t c) const noexcept;
+
+  // fork(): every lock, in class order.
+  void lock_all() noexcept;
+  void unlock_all() noexcept;
+
+ private:
+  struct alignas(kCacheLine) Class {
+    mutable std::mutex mutex;
+    std::uint32_t batch_count = 0;
+    FreeBlock* batches[kMaxCentralSlots] = {};
+    SpanList nonempty;  // spans with a free block (allocated < capacity)
+    std::size_t spans = 0;
+    std::size_t blocks_out = 0;
+  };
+
+  static Span* new_span(std::size_t c) noexcept;
+  // Returns blocks to their spans; spans that become empty are chained through
+  // `next` on *empty for the caller to free after unlocking.
+  static void release_to_spans(Class& k, FreeBlock* first, std::size_t count,
+                               Span** empty) noexcept;
+  static void free_spans(Span* chain) noexcept;
+
+  Class classes_[kHeapClassCount];
+};
+
+extern constinit CentralCache g_central_cache;
+
+}  // namespace mempool::detail

@@ -1,0 +1,269 @@
+// The heap's public C++ API, its cold paths (large blocks, misuse, checked-build
+// bookkeeping) and its set-up: options, the thread-exit key, fork handlers.
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "../options.hpp"
+#include "central_cache.hpp"
+#include "class_info.hpp"
+#include "heap_internal.hpp"
+#include "mempool/detail/error.hpp"
+#include "mempool/heap.hpp"
+#include "mempool/mempool.h"
+#include "metadata.hpp"
+#include "page_heap.hpp"
+
+namespace mempool::detail {
+
+namespace {
+
+constinit std::atomic<bool> g_ready{false};
+constinit std::mutex g_init_mutex;
+constinit std::size_t g_direct_map_threshold = std::size_t{16} << 20;
+constinit bool g_verbose = false;
+constinit std::atomic<std::size_t> g_large_blocks{0};
+
+void before_fork() noexcept {
+  ThreadCache::lock_registry();
+  g_central_cache.lock_all();
+  g_page_heap.lock();
+  g_metadata.lock();
+}
+
+void after_fork_in_parent() noexcept {
+  g_metadata.unlock();
+  g_page_heap.unlock();
+  g_central_cache.unlock_all();
+  ThreadCache::unlock_registry();
+}
+
+void after_fork_in_child() noexcept {
+  // Only this thread lives on in the child: the other threads' caches (and the
+  // blocks in them) are forgotten.
+  ThreadCache::reset_registry_after_fork();
+  after_fork_in_parent();
+}
+
+void print_stats_at_exit() noexcept {
+  mp_stats_print(stderr);
+}
+
+// Cold: reads the options and creates the thread-exit key, once.
+MEMPOOL_COLD void heap_init() noexcept {
+  bool show_stats = false;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    if (g_ready.load(std::memory_order_relaxed)) return;
+    const HeapOptions options = read_heap_options();
+    g_page_heap.set_release_threshold(options.release_threshold);
+    set_thread_cache_budget(options.thread_cache_bytes);
+    g_direct_map_threshold = options.direct_map_threshold;
+    g_verbose = options.verbose;
+    show_stats = options.show_stats;
+    if (!create_thread_exit_key())
+      write_stderr_line("no pthread key for thread exit: threads allocate without a cache");
+    g_ready.store(true, std::memory_order_release);
+  }
+  // These may allocate (and so re-enter the heap, which is ready by now).
+  ::pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+  if (show_stats) std::atexit(print_stats_at_exit);
+}
+
+MEMPOOL_ALWAYS_INLINE void ensure_ready() noexcept {
+  if (MEMPOOL_UNLIKELY(!g_ready.load(std::memory_order_acquire))) heap_init();
+}
+
+void* allocate_large(std::size_t n, std::size_t alignment) noexcept {
+  ensure_ready();
+  if (n > kHeapMaxRequest || alignment > kHeapMaxRequest) return nullptr;
+  Span* s;
+  if (n >= g_direct_map_threshold) {
+    s = g_page_heap.map_direct(n, alignment);
+  } else {
+    const std::size_t pages = (n + kHeapPageSize - 1) >> kHeapPageShift;
+    const std::size_t align_pages = alignment > kHeapPageSize ? alignment >> kHeapPageShift : 1;
+    s = g_page_heap.allocate(pages, align_pages);
+  }
+  if (s == nullptr) return nullptr;
+  g_large_blocks.fetch_add(1, std::memory_order_relaxed);
+  return reinterpret_cast<void*>(s->start);
+}
+
+void free_large(Span* s) noexcept {
+  g_large_blocks.fetch_sub(1, std::memory_order_relaxed);
+  if (s->state == SpanState::kDirect) {
+    g_page_heap.unmap_direct(s);
+  } else {
+    g_page_heap.free(s);
+  }
+}
+
+std::size_t block_index(const void* p, const Span* s) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(p) - s->start) / kHeapClasses[s->size_class].size;
+}
+
+}  // namespace
+
+std::size_t heap_large_blocks() noexcept {
+  return g_large_blocks.load(std::memory_order_relaxed);
+}
+
+void heap_misuse(const void* p, const char* problem) noexcept {
+  fatal_misuse("heap", p, problem);
+}
+
+void* heap_allocate_slow(std::size_t n) noexcept {
+  if (n <= kHeapSmallMax) return heap_allocate_class(heap_class_of_computed(n));
+  return allocate_large(n, kHeapPageSize);
+}
+
+void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
+  if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
+  if (alignment <= kMinAlignLarge) {
+    // Classes of 16 bytes and more are 16-byte aligned; only the 8-byte class is not.
+    return heap_allocate(alignment > 8 && n < 16 ? 16 : n);
+  }
+  if (alignment <= kHeapPageSize && n <= kHeapSmallMax) {
+    // Blocks sit at span start (page-aligned) + k x size: a class whose size is a
+    // multiple of the alignment gives aligned blocks. The power of two at or above
+    // max(n, alignment) is such a class, so the search is short.
+    std::size_t c = heap_class_of(n < alignment ? alignment : n);
+    while (kHeapClasses[c].size % alignment != 0)
+      ++c;
+    return heap_allocate_class(c);
+  }
+  return allocate_large(n == 0 ? 1 : n, alignment);
+}
+
+Span* heap_block_span(const void* p) noexcept {
+  if (p == nullptr) return nullptr;
+  Span* s = g_page_map.lookup(p);
+  if (s == nullptr) heap_misuse(p, "pointer not allocated by the mempool heap");
+  switch (s->state) {
+    case SpanState::kSmall: {
+      const std::uint64_t offset = reinterpret_cast<std::uintptr_t>(p) - s->start;
+      if (offset * s->divisor >= s->divisor) heap_misuse(p, "pointer into the middle of a block");
+      return s;
+    }
+    case SpanState::kLarge:
+    case SpanState::kDirect:
+      if (reinterpret_cast<std::uintptr_t>(p) != s->start)
+        heap_misuse(p, "pointer into the middle of a block");
+      return s;
+    case SpanState::kFree:
+      break;
+  }
+  heap_misuse(p, "block is not allocated (double free?)");
+}
+
+void heap_free_slow(void* p, Span* s) noexcept {
+  if (p == nullptr) return;
+  if (s == nullptr) heap_misuse(p, "free of a pointer not allocated by the mempool heap");
+  if (s->state == SpanState::kFree)
+    heap_misuse(p, "free of a block that is not allocated (double free?)");
+  if (s->state == SpanState::kSmall) {  // size_class not yet published: a racing bad free
+    heap_misuse(p, "free of a block that is not allocated");
+  }
+  if (reinterpret_cast<std::uintptr_t>(p) != s->start)
+    heap_misuse(p, "free of a pointer into the middle of a block");
+  free_large(s);
+}
+
+void heap_free_sized_checked(void* p, std::size_t n) noexcept {
+  if (p == nullptr) return;
+  Span* s = heap_block_span(p);
+  const std::size_t usable = heap_usable_size(p);
+  const bool wrong = s->size_class != 0 ? heap_class_of(n) != s->size_class : n <= kHeapSmallMax;
+  if (n > usable || wrong) heap_misuse(p, "sized free with a size that is not the block's");
+  heap_free(p);
+}
+
+void checked_on_allocate(void* p) noexcept {
+  Span* s = g_page_map.lookup(p);
+  const std::size_t i = block_index(p, s);
+  const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+  if ((s->live_bits[i / 64].fetch_or(bit, std::memory_order_relaxed) & bit) != 0)
+    heap_misuse(p, "block handed out twice (the heap's free lists are corrupt)");
+}
+
+void checked_on_free(void* p, Span* s) noexcept {
+  const std::size_t i = block_index(p, s);
+  const std::uint64_t bit = std::uint64_t{1} << (i % 64);
+  if ((s->live_bits[i / 64].fetch_and(~bit, std::memory_order_relaxed) & bit) == 0)
+    heap_misuse(p, "free of a block that is not allocated (double free?)");
+}
+
+std::size_t heap_usable_size(const void* p) noexcept {
+  const Span* s = heap_block_span(p);
+  if (s == nullptr) return 0;
+  if (s->state == SpanState::kSmall) return kHeapClasses[s->size_class].size;
+  return s->bytes();
+}
+
+bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept {
+  (void)p;
+  if (s->state != SpanState::kLarge || n <= kHeapSmallMax || n >= g_direct_map_threshold)
+    return false;
+  return g_page_heap.resize(s, (n + kHeapPageSize - 1) >> kHeapPageShift);
+}
+
+void heap_ensure_ready() noexcept {
+  ensure_ready();
+}
+
+}  // namespace mempool::detail
+
+namespace mempool {
+
+using detail::heap_allocate;
+using detail::heap_allocate_aligned;
+
+void* try_allocate(std::size_t n) noexcept {
+  return heap_allocate(n);
+}
+
+void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept {
+  return heap_allocate_aligned(n, static_cast<std::size_t>(alignment));
+}
+
+void* allocate(std::size_t n) {
+  void* p = heap_allocate(n);
+  if (MEMPOOL_UNLIKELY(p == nullptr)) throw std::bad_alloc();
+  return p;
+}
+
+void* allocate(std::size_t n, std::align_val_t alignment) {
+  void* p = heap_allocate_aligned(n, static_cast<std::size_t>(alignment));
+  if (MEMPOOL_UNLIKELY(p == nullptr)) throw std::bad_alloc();
+  return p;
+}
+
+void deallocate(void* p) noexcept {
+  detail::heap_free(p);
+}
+
+void deallocate(void* p, std::size_t n) noexcept {
+  detail::heap_free_sized(p, n);
+}
+
+void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept {
+  (void)n;
+  (void)alignment;
+  detail::heap_free(p);  // the class may differ from n's: look it up
+}
+
+std::size_t usable_size(const void* p) noexcept {
+  return detail::heap_usable_size(p);
+}
+
+void collect() noexcept {
+  using namespace detail;
+  if (tls_thread_cache.state() == ThreadCacheState::kActive) tls_thread_cache.release_all();
+  g_central_cache.drain();
+  g_page_heap.release_all();
+}
+
+}  // namespace mempool

@@ -1,0 +1,97 @@
+// The heap's hot paths, inlined into heap.cpp and c_api.cpp, and the entry
+// points of its cold paths. One screen: size -> class, then the thread cache.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mempool/detail/platform.hpp"
+#include "mempool/detail/size_classes.hpp"
+#include "page_map.hpp"
+#include "thread_cache.hpp"
+
+namespace mempool::detail {
+
+// Requests above this fail at once (the address space has 2^47 bytes for users).
+inline constexpr std::size_t kHeapMaxRequest = std::size_t{1} << 46;
+
+// Options and the thread-exit key, read and made on first use.
+void heap_ensure_ready() noexcept;
+std::size_t heap_large_blocks() noexcept;
+void* heap_allocate_slow(std::size_t n) noexcept;  // n > kHeapClassTableMax
+void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
+void heap_free_slow(void* p, Span* s) noexcept;  // nullptr, large, foreign or misused
+void heap_free_sized_checked(void* p, std::size_t n) noexcept;
+[[noreturn]] void heap_misuse(const void* p, const char* problem) noexcept;
+void checked_on_allocate(void* p) noexcept;
+void checked_on_free(void* p, Span* s) noexcept;
+// The span of a block the program holds, misuse reported (nullptr for nullptr).
+Span* heap_block_span(const void* p) noexcept;
+std::size_t heap_usable_size(const void* p) noexcept;
+// Bytes of a large or direct span that start at its block (0 for small spans).
+bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept;
+
+MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
+  ThreadCacheList& l = tls_thread_cache.lists[c];
+  FreeBlock* b = l.head;
+  void* p;
+  if (MEMPOOL_LIKELY(b != nullptr)) {
+    l.head = b->next;
+    set_list_count(l, list_count(l) - 1);
+    p = b;
+  } else {
+    p = tls_thread_cache.refill(c);
+  }
+  if constexpr (kChecked) {
+    if (p != nullptr) checked_on_allocate(p);
+  }
+  return p;
+}
+
+MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
+  if (MEMPOOL_LIKELY(n <= kHeapClassTableMax))
+    return heap_allocate_class(kHeapClassTable.by_granule[(n + 7) / 8]);
+  return heap_allocate_slow(n);
+}
+
+MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
+  ThreadCacheList& l = tls_thread_cache.lists[c];
+  auto* b = static_cast<FreeBlock*>(p);
+  b->next = l.head;
+  l.head = b;
+  const std::uint32_t count = list_count(l) + 1;
+  set_list_count(l, count);
+  if (MEMPOOL_UNLIKELY(count > l.max)) tls_thread_cache.flush(c);
+}
+
+MEMPOOL_ALWAYS_INLINE void heap_free(void* p) noexcept {
+  Span* s = g_page_map.lookup(p);
+  if (MEMPOOL_LIKELY(s != nullptr)) {
+    const std::size_t c = s->size_class;
+    if (MEMPOOL_LIKELY(c != 0)) {
+      // Only the start of a block may be freed: the offset must divide evenly.
+      const std::uint64_t offset = reinterpret_cast<std::uintptr_t>(p) - s->start;
+      if (MEMPOOL_UNLIKELY(offset * s->divisor >= s->divisor))
+        heap_misuse(p, "free of a pointer into the middle of a block");
+      if constexpr (kChecked) checked_on_free(p, s);
+      heap_free_to_cache(p, c);
+      return;
+    }
+  }
+  heap_free_slow(p, s);
+}
+
+// Sized free skips the page map: the size gives the class.
+MEMPOOL_ALWAYS_INLINE void heap_free_sized(void* p, std::size_t n) noexcept {
+  if constexpr (kChecked) {
+    heap_free_sized_checked(p, n);
+  } else {
+    if (MEMPOOL_LIKELY(n <= kHeapClassTableMax && p != nullptr)) {
+      heap_free_to_cache(p, kHeapClassTable.by_granule[(n + 7) / 8]);
+      return;
+    }
+    heap_free(p);
+  }
+}
+
+}  // namespace mempool::detail

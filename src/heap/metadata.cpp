@@ -1,0 +1,54 @@
+#include "metadata.hpp"
+
+#include <bit>
+#include <cstring>
+
+#include "mempool/detail/os.hpp"
+
+namespace mempool::detail {
+
+constinit MetadataArena g_metadata;
+
+namespace {
+std::size_t metadata_class(std::size_t bytes) noexcept {
+  return bytes <= 64 ? 0 : static_cast<std::size_t>(std::bit_width(bytes - 1)) - 6;
+}
+}  // namespace
+
+void* MetadataArena::allocate(std::size_t bytes) noexcept {
+  const std::size_t c = metadata_class(bytes);
+  const std::size_t rounded = std::size_t{64} << c;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (FreeBlock* b = free_[c]; b != nullptr) {
+    free_[c] = b->next;
+    std::memset(b, 0, rounded);
+    return b;
+  }
+  if (static_cast<std::size_t>(chunk_end_ - chunk_next_) < rounded) {
+    // The tail of the old chunk is dropped: at most 64 KiB per 1 MiB.
+    auto* chunk = static_cast<char*>(os_map(kChunkBytes));
+    if (chunk == nullptr) return nullptr;
+    chunk_next_ = chunk;
+    chunk_end_ = chunk + kChunkBytes;
+    bytes_mapped_ += kChunkBytes;
+  }
+  void* p = chunk_next_;  // fresh from the OS: already zero
+  chunk_next_ += rounded;
+  return p;
+}
+
+void MetadataArena::deallocate(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr) return;
+  const std::size_t c = metadata_class(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto* b = static_cast<FreeBlock*>(p);
+  b->next = free_[c];
+  free_[c] = b;
+}
+
+std::size_t MetadataArena::bytes_mapped() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_mapped_;
+}
+
+}  // namespace mempool::detail

@@ -1,0 +1,23 @@
+#include "page_map.hpp"
+
+#include "mempool/detail/os.hpp"
+
+namespace mempool::detail {
+
+constinit PageMap g_page_map;
+
+bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
+  const std::uintptr_t last = first + count - 1;
+  if (count == 0 || last < first || (last >> kLeafBits) >= kRootSize) return false;
+  for (std::uintptr_t i = first >> kLeafBits; i <= (last >> kLeafBits); ++i) {
+    if (root_[i].load(std::memory_order_relaxed) != nullptr) continue;
+    // Zero-filled by the OS: every entry starts as nullptr.
+    void* memory = os_map(sizeof(Leaf));
+    if (memory == nullptr) return false;
+    root_[i].store(static_cast<Leaf*>(memory), std::memory_order_release);
+    leaves_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+}  // namespace mempool::detail

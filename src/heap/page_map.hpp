@@ -1,0 +1,67 @@
+// The page map: a two-level radix tree from page number to span, the one place
+// that answers "whose block is this?". 48-bit addresses, 8 KiB pages: 2^17 root
+// entries (1 MiB, in .bss, touched only where used) of leaves of 2^18 entries
+// (2 MiB each, mapped on demand, each covering 2 GiB of address space).
+//
+// Writers hold the page heap lock. Readers take no lock: a thread looks up only
+// pointers it holds, whose entries do not change while the block is live.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "mempool/detail/platform.hpp"
+#include "span.hpp"
+
+namespace mempool::detail {
+
+class PageMap {
+ public:
+  static constexpr unsigned kAddressBits = 48;
+  static constexpr unsigned kLeafBits = 18;
+  static constexpr unsigned kRootBits = kAddressBits - kHeapPageShift - kLeafBits;
+  static constexpr std::size_t kRootSize = std::size_t{1} << kRootBits;
+  static constexpr std::size_t kLeafSize = std::size_t{1} << kLeafBits;
+
+  // The span holding the page of p, or nullptr (for any value of p).
+  MEMPOOL_ALWAYS_INLINE Span* lookup(const void* p) const noexcept {
+    const std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) >> kHeapPageShift;
+    const std::uintptr_t root_index = page >> kLeafBits;
+    if (MEMPOOL_UNLIKELY(root_index >= kRootSize)) return nullptr;
+    const Leaf* leaf = root_[root_index].load(std::memory_order_acquire);
+    if (MEMPOOL_UNLIKELY(leaf == nullptr)) return nullptr;
+    return leaf->spans[page & (kLeafSize - 1)].load(std::memory_order_relaxed);
+  }
+
+  // Maps the leaves that pages [first, first + count) need; false when the OS
+  // refuses memory or the range lies beyond 48 bits. Page heap lock held.
+  bool ensure(std::uintptr_t first, std::size_t count) noexcept;
+  // Page heap lock held; the leaves exist (ensure succeeded for the range).
+  void set(std::uintptr_t page, Span* s) noexcept {
+    root_[page >> kLeafBits]
+        .load(std::memory_order_relaxed)
+        ->spans[page & (kLeafSize - 1)]
+        .store(s, std::memory_order_relaxed);
+  }
+  void set_range(std::uintptr_t first, std::size_t count, Span* s) noexcept {
+    for (std::size_t i = 0; i < count; ++i)
+      set(first + i, s);
+  }
+  // Bytes of leaves mapped (metadata statistics).
+  [[nodiscard]] std::size_t bytes_mapped() const noexcept {
+    return leaves_.load(std::memory_order_relaxed) * sizeof(Leaf);
+  }
+
+ private:
+  struct Leaf {
+    std::atomic<Span*> spans[kLeafSize];
+  };
+  std::atomic<Leaf*> root_[kRootSize] = {};
+  std::atomic<std::size_t> leaves_{0};
+};
+
+// The heap's page map (src/heap/page_map.cpp); zero-initialised, never destroyed.
+extern constinit PageMap g_page_map;
+
+}  // namespace mempool::detail

@@ -1,0 +1,79 @@
+// A span: a run of heap pages that is free, carved into blocks of one size class,
+// or handed out whole as one large block. The page map points every page of a
+// span in use at it, so any block pointer finds its span (no per-block header).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "mempool/detail/free_list.hpp"
+
+namespace mempool::detail {
+
+// Heap pages are 8 KiB (two 4 KiB OS pages): fewer page-map entries and spans.
+inline constexpr unsigned kHeapPageShift = 13;
+inline constexpr std::size_t kHeapPageSize = std::size_t{1} << kHeapPageShift;
+
+enum class SpanState : std::uint8_t {
+  kFree,    // in the page heap's free lists
+  kSmall,   // carved into blocks of class `size_class`, owned by the central cache
+  kLarge,   // one block bigger than the largest class, from the page heap
+  kDirect,  // one huge block in a mapping of its own
+};
+
+struct Span {
+  std::uintptr_t start = 0;  // page-aligned
+  std::size_t pages = 0;
+  Span* prev = nullptr;  // in a SpanList (free lists, the central cache's lists)
+  Span* next = nullptr;
+
+  // Small spans: blocks come from `free_blocks`, then from [carve, carve_end),
+  // which is carved lazily so untouched pages stay untouched.
+  FreeBlock* free_blocks = nullptr;
+  std::uintptr_t carve = 0;
+  std::uintptr_t carve_end = 0;
+  // offset % block size == 0  <=>  offset * divisor < divisor (Lemire's
+  // divisibility test, exact for offsets below 2^32): the interior-pointer check.
+  std::uint64_t divisor = 0;
+  std::uint32_t allocated = 0;  // blocks out of the span (in caches or in use)
+  std::uint32_t capacity = 0;
+  std::uint8_t size_class = 0;  // 0 unless kSmall: the free path's large/small test
+  SpanState state = SpanState::kFree;
+  bool released = false;  // kFree: the pages were given back to the OS (or never touched)
+  // Checked builds: one bit per block, set while the program holds the block.
+  std::atomic<std::uint64_t>* live_bits = nullptr;
+
+  [[nodiscard]] std::size_t bytes() const noexcept { return pages << kHeapPageShift; }
+  [[nodiscard]] std::uintptr_t first_page() const noexcept { return start >> kHeapPageShift; }
+  [[nodiscard]] std::uintptr_t last_page() const noexcept { return first_page() + pages - 1; }
+};
+
+// An intrusive doubly linked list of spans.
+class SpanList {
+ public:
+  [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
+  [[nodiscard]] Span* first() const noexcept { return head_; }
+
+  void push_front(Span* s) noexcept {
+    s->prev = nullptr;
+    s->next = head_;
+    if (head_ != nullptr) head_->prev = s;
+    head_ = s;
+  }
+
+  void remove(Span* s) noexcept {
+    if (s->prev != nullptr) {
+      s->prev->next = s->next;
+    } else {
+      head_ = s->next;
+    }
+    if (s->next != nullptr) s->next->prev = s->prev;
+    s->prev = s->next = nullptr;
+  }
+
+ private:
+  Span* head_ = nullptr;
+};
+
+}  // namespace mempool::detail

@@ -1,0 +1,200 @@
+#include "thread_cache.hpp"
+
+#include <pthread.h>
+
+#include <mutex>
+
+#include "central_cache.hpp"
+#include "class_info.hpp"
+#include "heap_internal.hpp"
+
+namespace mempool::detail {
+
+constinit thread_local ThreadCache tls_thread_cache __attribute__((tls_model("initial-exec")));
+
+namespace {
+
+constinit std::mutex g_registry_mutex;
+constinit ThreadCache* g_registry_head = nullptr;
+constinit std::size_t g_budget = std::size_t{2} << 20;
+pthread_key_t g_exit_key;
+constinit bool g_have_exit_key = false;
+
+// A list may grow to 16 batches, and never past this many blocks.
+constexpr std::uint32_t kMaxListLength = 8192;
+
+void thread_exit_hook(void* cache) {
+  static_cast<ThreadCache*>(cache)->on_thread_exit();
+}
+
+}  // namespace
+
+class ThreadCacheRegistry {
+ public:
+  static void add(ThreadCache* t) noexcept {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    t->prev_ = nullptr;
+    t->next_ = g_registry_head;
+    if (g_registry_head != nullptr) g_registry_head->prev_ = t;
+    g_registry_head = t;
+  }
+  static void remove(ThreadCache* t) noexcept {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    if (t->prev_ != nullptr) {
+      t->prev_->next_ = t->next_;
+    } else if (g_registry_head == t) {
+      g_registry_head = t->next_;
+    }
+    if (t->next_ != nullptr) t->next_->prev_ = t->prev_;
+    t->prev_ = t->next_ = nullptr;
+  }
+  static ThreadCache* next(const ThreadCache* t) noexcept { return t->next_; }
+  static void reset_to(ThreadCache* survivor) noexcept {
+    g_registry_head = nullptr;
+    if (survivor->state_ == ThreadCacheState::kActive) {
+      survivor->prev_ = survivor->next_ = nullptr;
+      g_registry_head = survivor;
+    }
+  }
+};
+
+void set_thread_cache_budget(std::size_t bytes) noexcept {
+  g_budget = bytes;
+}
+
+bool create_thread_exit_key() noexcept {
+  g_have_exit_key = ::pthread_key_create(&g_exit_key, thread_exit_hook) == 0;
+  return g_have_exit_key;
+}
+
+void* allocate_uncached(std::size_t c) noexcept {
+  FreeBlock* b = nullptr;
+  return g_central_cache.remove_range(c, 1, &b) == 0 ? nullptr : b;
+}
+
+bool ThreadCache::activate() noexcept {
+  heap_ensure_ready();
+  // Without an exit hook the cache would be stranded when the thread ends.
+  if (!g_have_exit_key || ::pthread_setspecific(g_exit_key, this) != 0) {
+    state_ = ThreadCacheState::kExited;
+    return false;
+  }
+  state_ = ThreadCacheState::kActive;
+  ThreadCacheRegistry::add(this);
+  return true;
+}
+
+void ThreadCache::set_max(std::size_t c, std::uint32_t max) noexcept {
+  const std::size_t size = kHeapClasses[c].size;
+  max_bytes_ = max_bytes_ - lists[c].max * size + max * size;
+  lists[c].max = max;
+}
+
+// Gives the first n blocks of list c to the central cache, whole batches first.
+void ThreadCache::release(std::size_t c, std::size_t n) noexcept {
+  ThreadCacheList& l = lists[c];
+  const std::size_t batch = kHeapClasses[c].batch;
+  std::uint32_t count = list_count(l);
+  while (n > 0) {
+    const std::size_t take = n < batch ? n : batch;
+    FreeBlock* first = l.head;
+    FreeBlock* last = first;
+    for (std::size_t i = 1; i < take; ++i)
+      last = last->next;
+    l.head = last->next;
+    last->next = nullptr;  // batches travel as nullptr-terminated chains
+    count -= static_cast<std::uint32_t>(take);
+    set_list_count(l, count);
+    g_central_cache.insert_range(c, first, take);
+    n -= take;
+  }
+}
+
+void* ThreadCache::refill(std::size_t c) noexcept {
+  if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate()))
+    return allocate_uncached(c);
+  ThreadCacheList& l = lists[c];
+  const std::uint32_t batch = kHeapClasses[c].batch;
+  // Slow start: one more block per miss up to a batch, then whole batches.
+  std::uint32_t max = l.max;
+  if (max < batch) {
+    ++max;
+  } else if (max + batch <= kMaxListLength && max < 16 * batch) {
+    max += batch;
+  }
+  set_max(c, max);
+  if (max_bytes_ > g_budget) scavenge();
+  const std::size_t want = l.max < batch ? (l.max == 0 ? 1 : l.max) : batch;
+  FreeBlock* first = nullptr;
+  const std::size_t got = g_central_cache.remove_range(c, want, &first);
+  if (got == 0) return nullptr;
+  l.head = first->next;
+  set_list_count(l, static_cast<std::uint32_t>(got - 1));
+  return first;
+}
+
+void ThreadCache::flush(std::size_t c) noexcept {
+  ThreadCacheList& l = lists[c];
+  if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate())) {
+    release(c, list_count(l));
+    return;
+  }
+  const std::uint32_t batch = kHeapClasses[c].batch;
+  std::uint32_t count = list_count(l);
+  if (l.max < batch) {
+    set_max(c, l.max + 1);  // slow start
+    if (max_bytes_ > g_budget) scavenge();
+    count = list_count(l);
+    if (count <= l.max) return;
+  } else if (l.max > batch && ++overflows_[c] > 3) {
+    // Overflowing again and again: the program frees more than it allocates here.
+    set_max(c, l.max - batch);
+    overflows_[c] = 0;
+  }
+  release(c, count < batch ? count : batch);
+}
+
+void ThreadCache::scavenge() noexcept {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    ThreadCacheList& l = lists[c];
+    if (l.max == 0) continue;
+    set_max(c, l.max / 2);
+    const std::uint32_t count = list_count(l);
+    if (count > l.max) release(c, count - l.max);
+  }
+}
+
+void ThreadCache::release_all() noexcept {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    release(c, list_count(lists[c]));
+    set_max(c, 0);
+    overflows_[c] = 0;
+  }
+}
+
+void ThreadCache::on_thread_exit() noexcept {
+  // Later frees on this thread (other exit hooks) see max == 0 and kExited and go
+  // straight to the central cache.
+  state_ = ThreadCacheState::kExited;
+  release_all();
+  ThreadCacheRegistry::remove(this);
+}
+
+void ThreadCache::for_each(void (*f)(const ThreadCache&, void*), void* context) noexcept {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  for (ThreadCache* t = g_registry_head; t != nullptr; t = ThreadCacheRegistry::next(t))
+    f(*t, context);
+}
+
+void ThreadCache::lock_registry() noexcept {
+  g_registry_mutex.lock();
+}
+void ThreadCache::unlock_registry() noexcept {
+  g_registry_mutex.unlock();
+}
+
+void ThreadCache::reset_registry_after_fork() noexcept {
+  ThreadCacheRegistry::reset_to(&tls_thread_cache);
+}
+
+}  // namespace mempool::detail

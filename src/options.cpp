@@ -1,0 +1,120 @@
+#include "options.hpp"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
+namespace mempool::detail {
+
+namespace {
+
+// "123", "64K", "64M", "1G" (binary multiples); false for anything else.
+bool parse_bytes(const char* text, std::size_t* out) noexcept {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  std::size_t value = 0;
+  const char* c = text;
+  for (; *c >= '0' && *c <= '9'; ++c) {
+    const auto digit = static_cast<std::size_t>(*c - '0');
+    if (value > (SIZE_MAX - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  unsigned shift = 0;
+  switch (*c) {
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++c;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++c;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++c;
+      break;
+    default:
+      return false;
+  }
+  if (*c == 'i' && shift != 0) ++c;
+  if ((*c == 'b' || *c == 'B') && shift != 0) ++c;
+  if (*c != '\0') return false;
+  if (shift != 0 && value > (SIZE_MAX >> shift)) return false;
+  *out = value << shift;
+  return true;
+}
+
+bool parse_flag(const char* text, bool* out) noexcept {
+  for (const char* yes : {"1", "yes", "true", "on"})
+    if (std::strcmp(text, yes) == 0) return *out = true, true;
+  for (const char* no : {"0", "no", "false", "off"})
+    if (std::strcmp(text, no) == 0) return *out = false, true;
+  return false;
+}
+
+void read_bytes(const char* name, std::size_t minimum, std::size_t* value) noexcept {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return;
+  std::size_t parsed = 0;
+  if (!parse_bytes(text, &parsed) || parsed < minimum) {
+    write_stderr_line("ignoring ", name, "=", text);
+    return;
+  }
+  *value = parsed;
+}
+
+void read_flag(const char* name, bool* value) noexcept {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return;
+  if (!parse_flag(text, value)) write_stderr_line("ignoring ", name, "=", text);
+}
+
+// Decimal without allocating.
+const char* to_decimal(std::size_t v, char (&buf)[24]) noexcept {
+  char* p = buf + sizeof buf - 1;
+  *p = '\0';
+  do {
+    *--p = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  return p;
+}
+
+}  // namespace
+
+void write_stderr_line(const char* a, const char* b, const char* c, const char* d) noexcept {
+  char line[512];
+  std::size_t n = 0;
+  for (const char* part : {"mempool: ", a, b, c, d})
+    for (; *part != '\0' && n + 1 < sizeof line; ++part)
+      line[n++] = *part;
+  line[n++] = '\n';
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, n);
+}
+
+HeapOptions read_heap_options() noexcept {
+  HeapOptions o;
+  read_flag("MEMPOOL_VERBOSE", &o.verbose);
+  read_flag("MEMPOOL_SHOW_STATS", &o.show_stats);
+  read_bytes("MEMPOOL_RELEASE_THRESHOLD", 0, &o.release_threshold);
+  read_bytes("MEMPOOL_THREAD_CACHE_BYTES", 0, &o.thread_cache_bytes);
+  read_bytes("MEMPOOL_DIRECT_MAP_THRESHOLD", 256 * 1024, &o.direct_map_threshold);
+  if (o.verbose) {
+    char a[24], b[24], c[24];
+    write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),
+                      " MEMPOOL_THREAD_CACHE_BYTES=", to_decimal(o.thread_cache_bytes, b));
+    write_stderr_line(
+        "options: MEMPOOL_DIRECT_MAP_THRESHOLD=", to_decimal(o.direct_map_threshold, c),
+        o.show_stats ? " MEMPOOL_SHOW_STATS=1" : " MEMPOOL_SHOW_STATS=0", " MEMPOOL_VERBOSE=1");
+  }
+  return o;
+}
+
+}  // namespace mempool::detail

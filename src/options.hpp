@@ -1,0 +1,24 @@
+// Run-time options of the heap, read once from MEMPOOL_* environment variables
+// (docs/options.md). A bad value is reported on stderr and ignored, never fatal.
+#pragma once
+
+#include <cstddef>
+
+namespace mempool::detail {
+
+struct HeapOptions {
+  std::size_t release_threshold = std::size_t{64} << 20;     // MEMPOOL_RELEASE_THRESHOLD
+  std::size_t thread_cache_bytes = std::size_t{2} << 20;     // MEMPOOL_THREAD_CACHE_BYTES
+  std::size_t direct_map_threshold = std::size_t{16} << 20;  // MEMPOOL_DIRECT_MAP_THRESHOLD
+  bool show_stats = false;                                   // MEMPOOL_SHOW_STATS
+  bool verbose = false;                                      // MEMPOOL_VERBOSE
+};
+
+// Reads the environment. Allocates nothing (the heap may be malloc itself).
+HeapOptions read_heap_options() noexcept;
+
+// One line on stderr, "mempool: " first; no allocation.
+void write_stderr_line(const char* a, const char* b = "", const char* c = "",
+                       const char* d = "") noexcept;
+
+}  // namespace mempool::detail
