@@ -3,13 +3,13 @@
 //
 // A "pool" here is anything with allocate(bytes) and deallocate(p, bytes), such
 // as SizeClassPool. If it also has a static or member alignment(bytes), requests
-// that need more alignment than it gives go to the aligned ::operator new
-// instead, so a block is never misaligned; a pool without alignment(bytes) is
-// assumed to give alignof(std::max_align_t), like malloc. The choice depends
-// only on (bytes, alignment), so a free always takes the path its allocation took.
+// that need more alignment than it gives go to its allocate(bytes, align_val_t)
+// when it has one (the heap), to the aligned ::operator new otherwise, so a block
+// is never misaligned; a pool without alignment(bytes) is assumed to give
+// alignof(std::max_align_t), like malloc. The choice depends only on (bytes,
+// alignment), so a free always takes the path its allocation took.
 //
-// The process-wide default is SizeClassPool::global() (the general heap once it
-// exists).
+// The process-wide default is the general heap (Heap::global()).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "mempool/heap.hpp"
 #include "mempool/size_class_pool.hpp"
 
 namespace mempool {
@@ -39,7 +40,11 @@ constexpr std::size_t pool_alignment(const Pool& pool, std::size_t bytes) noexce
 template <class Pool>
 void* pool_allocate(Pool& pool, std::size_t bytes, std::size_t alignment) {
   if (alignment > pool_alignment(pool, bytes)) {
-    return ::operator new (bytes, std::align_val_t{alignment});
+    if constexpr (requires { pool.allocate(bytes, std::align_val_t{alignment}); }) {
+      return pool.allocate(bytes, std::align_val_t{alignment});
+    } else {
+      return ::operator new (bytes, std::align_val_t{alignment});
+    }
   }
   return pool.allocate(bytes);
 }
@@ -47,7 +52,11 @@ void* pool_allocate(Pool& pool, std::size_t bytes, std::size_t alignment) {
 template <class Pool>
 void pool_deallocate(Pool& pool, void* p, std::size_t bytes, std::size_t alignment) noexcept {
   if (alignment > pool_alignment(pool, bytes)) {
-    sized_operator_delete(p, bytes, std::align_val_t{alignment});
+    if constexpr (requires { pool.deallocate(p, bytes, std::align_val_t{alignment}); }) {
+      pool.deallocate(p, bytes, std::align_val_t{alignment});
+    } else {
+      sized_operator_delete(p, bytes, std::align_val_t{alignment});
+    }
     return;
   }
   pool.deallocate(p, bytes);
@@ -62,7 +71,7 @@ std::size_t array_bytes(std::size_t n) {
 
 }  // namespace detail
 
-// Stateless STL allocator over the process-wide default pool. Every instance is
+// Stateless STL allocator over the general heap. Every instance is
 // equal to every other, so containers move and swap their memory freely.
 template <class T>
 class Allocator {
@@ -77,10 +86,10 @@ class Allocator {
 
   [[nodiscard]] T* allocate(std::size_t n) {
     return static_cast<T*>(
-        detail::pool_allocate(SizeClassPool::global(), detail::array_bytes<T>(n), alignof(T)));
+        detail::pool_allocate(Heap::global(), detail::array_bytes<T>(n), alignof(T)));
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    detail::pool_deallocate(SizeClassPool::global(), p, n * sizeof(T), alignof(T));
+    detail::pool_deallocate(Heap::global(), p, n * sizeof(T), alignof(T));
   }
 
   template <class U>
@@ -132,10 +141,10 @@ class PoolAllocator {
 // Destroys and frees an object made by make_unique or allocate_unique. It is
 // not convertible between types: a unique_ptr<Base> from a Derived would free
 // the wrong size.
-template <class T, class Pool = SizeClassPool>
+template <class T, class Pool = Heap>
 class Deleter {
  public:
-  Deleter() noexcept : pool_(&SizeClassPool::global()) {}
+  Deleter() noexcept : pool_(&Pool::global()) {}
   explicit Deleter(Pool& pool) noexcept : pool_(&pool) {}
 
   void operator()(T* p) const noexcept {
@@ -150,7 +159,7 @@ class Deleter {
   Pool* pool_;
 };
 
-template <class T, class Pool = SizeClassPool>
+template <class T, class Pool = Heap>
 using unique_ptr = std::unique_ptr<T, Deleter<T, Pool>>;
 
 // A T made in `pool`; if T's constructor throws, its block goes back first.
@@ -166,13 +175,13 @@ template <class T, class Pool, class... Args>
   }
 }
 
-// A T made in the default pool.
+// A T made in the general heap.
 template <class T, class... Args>
 [[nodiscard]] unique_ptr<T> make_unique(Args&&... args) {
-  return allocate_unique<T>(SizeClassPool::global(), std::forward<Args>(args)...);
+  return allocate_unique<T>(Heap::global(), std::forward<Args>(args)...);
 }
 
-// A shared T and its control block in one allocation from the default pool.
+// A shared T and its control block in one allocation from the general heap.
 template <class T, class... Args>
 [[nodiscard]] std::shared_ptr<T> make_shared(Args&&... args) {
   return std::allocate_shared<T>(Allocator<T>{}, std::forward<Args>(args)...);
@@ -202,7 +211,7 @@ class PoolResource final : public std::pmr::memory_resource {
   Pool* pool_;
 };
 
-// The resource over the process-wide default pool; never destroyed.
+// The resource over the general heap; never destroyed.
 std::pmr::memory_resource* default_resource() noexcept;
 
 }  // namespace mempool

@@ -41,6 +41,10 @@ void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept;
 // Bytes the block really has (>= the size asked for); 0 for nullptr.
 [[nodiscard]] std::size_t usable_size(const void* p) noexcept;
 
+// True when p lies in a block the heap has handed out and not taken back (for
+// tests and assertions: a page-map lookup, no lock).
+[[nodiscard]] bool owns(const void* p) noexcept;
+
 // Gives free memory back to the OS now: the calling thread's cache, the central
 // caches' spare batches and every free page of the page heap.
 void collect() noexcept;
@@ -73,5 +77,26 @@ struct HeapStats {
 };
 
 [[nodiscard]] HeapStats stats() noexcept;
+
+// The heap as a pool object for the adapters (allocator.hpp): Allocator<T>,
+// make_unique, make_shared and default_resource() use it. Stateless: every
+// instance is the one process-wide heap.
+class Heap {
+ public:
+  [[nodiscard]] static Heap& global() noexcept;
+  [[nodiscard]] void* allocate(std::size_t n) { return mempool::allocate(n); }
+  [[nodiscard]] void* allocate(std::size_t n, std::align_val_t alignment) {
+    return mempool::allocate(n, alignment);
+  }
+  [[nodiscard]] void* try_allocate(std::size_t n) noexcept { return mempool::try_allocate(n); }
+  void deallocate(void* p, std::size_t n) noexcept { mempool::deallocate(p, n); }
+  void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept {
+    mempool::deallocate(p, n, alignment);
+  }
+  // What a block of n bytes is aligned to without asking: 16 from 16 bytes on.
+  [[nodiscard]] static constexpr std::size_t alignment(std::size_t n) noexcept {
+    return n >= 16 ? 16 : 8;
+  }
+};
 
 }  // namespace mempool

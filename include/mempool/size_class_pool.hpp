@@ -3,11 +3,9 @@
 // 64 classes of 8, 16, 24, ... 512 bytes (detail/size_classes.hpp), each a
 // ConcurrentFixedPool, so any thread may allocate and any thread may free. A
 // request of n bytes takes a block of class round_up(n, 8); requests above 512
-// bytes, and allocate(0), go to ::operator new and come back through the same
-// call. A block is aligned to the largest power of two dividing its class size,
+// bytes, and allocate(0), go to the general heap (heap.hpp) and come back through
+// it. A block is aligned to the largest power of two dividing its class size,
 // at most 16 (a 24-byte block is 8-aligned, a 48-byte block 16-aligned).
-//
-// Not done yet (issue 3): the general heap as the target of large requests.
 #pragma once
 
 #include <array>
@@ -19,6 +17,7 @@
 #include "mempool/concurrent_fixed_pool.hpp"
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/size_classes.hpp"
+#include "mempool/heap.hpp"
 
 namespace mempool {
 
@@ -42,7 +41,7 @@ class SizeClassPool {
     if (MEMPOOL_LIKELY(n - 1 < detail::kSizeClassMax)) {  // 1..512; 0 wraps around
       return classes_[detail::size_class_of(n)].allocate();
     }
-    return ::operator new(n);
+    return mempool::allocate(n);
   }
 
   // As allocate(), but nullptr instead of std::bad_alloc.
@@ -50,7 +49,7 @@ class SizeClassPool {
     if (MEMPOOL_LIKELY(n - 1 < detail::kSizeClassMax)) {
       return classes_[detail::size_class_of(n)].try_allocate();
     }
-    return ::operator new(n, std::nothrow);
+    return mempool::try_allocate(n);
   }
 
   // Frees p, allocated here with the same n. nullptr is ignored. In checked
@@ -61,14 +60,14 @@ class SizeClassPool {
       classes_[detail::size_class_of(n)].deallocate(p);
       return;
     }
-    detail::sized_operator_delete(p, n);
+    mempool::deallocate(p, n);
   }
 
   // The block size a request of n bytes gets (n itself above 512 bytes).
   [[nodiscard]] static constexpr std::size_t block_size(std::size_t n) noexcept {
     return n - 1 < detail::kSizeClassMax ? detail::size_class_bytes(detail::size_class_of(n)) : n;
   }
-  // The alignment of a block for n bytes (16 above 512 bytes: operator new's).
+  // The alignment of a block for n bytes (16 above 512 bytes: the heap's).
   [[nodiscard]] static constexpr std::size_t alignment(std::size_t n) noexcept {
     return n - 1 < detail::kSizeClassMax ? detail::size_class_alignment(detail::size_class_of(n))
                                          : alignof(std::max_align_t);
@@ -92,7 +91,7 @@ class SizeClassPool {
     std::uint64_t live_bytes;    // sum of live_blocks x block_size
     std::size_t bytes_reserved;  // sum over the classes
   };
-  // Per-class counters (large requests are not counted: operator new owns them).
+  // Per-class counters (large requests are not counted: the heap owns them).
   [[nodiscard]] Stats stats() const noexcept;
 
   // Gives back to the OS every chunk no live block uses, except blocks cached by

@@ -259,6 +259,19 @@ std::size_t usable_size(const void* p) noexcept {
   return detail::heap_usable_size(p);
 }
 
+bool owns(const void* p) noexcept {
+  const detail::Span* s = detail::g_page_map.lookup(p);
+  return s != nullptr && s->state != detail::SpanState::kFree &&
+         (s->state == detail::SpanState::kSmall
+              ? s->size_class != 0 && reinterpret_cast<std::uintptr_t>(p) < s->carve
+              : true);
+}
+
+Heap& Heap::global() noexcept {
+  static constinit Heap heap;
+  return heap;
+}
+
 void collect() noexcept {
   using namespace detail;
   if (tls_thread_cache.state() == ThreadCacheState::kActive) tls_thread_cache.release_all();

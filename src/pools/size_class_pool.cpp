@@ -62,7 +62,7 @@ void SizeClassPool::check_free(void* p, std::size_t n) const noexcept {
       detail::fatal_misuse(kName, p, problem);
     }
   }
-  // Large blocks come from operator new, which this pool cannot check.
+  // Large blocks come from the heap, which checks them itself.
   if (small) detail::fatal_misuse(kName, p, "free of a pointer not from this pool");
 }
 
