@@ -1,0 +1,154 @@
+// Unit tests of the heap's tiers, through their internal headers (src/heap/):
+// the size-class table, the page map, the page heap's spans (split, coalesce,
+// release) and the central cache's batches.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "heap/central_cache.hpp"
+#include "heap/class_info.hpp"
+#include "heap/page_heap.hpp"
+#include "heap/page_map.hpp"
+#include "mempool/detail/size_classes.hpp"
+#include "mempool/heap.hpp"
+
+namespace mempool::detail {
+namespace {
+
+TEST(HeapSizeClasses, EveryClassHoldsItsSizesWithBoundedWaste) {
+  for (std::size_t c = 2; c < kHeapClassCount; ++c)
+    ASSERT_LT(heap_class_bytes(c - 1), heap_class_bytes(c)) << "classes ascend";
+  for (std::size_t n = 1; n <= kHeapSmallMax; ++n) {
+    const std::size_t c = heap_class_of(n);
+    ASSERT_EQ(c, heap_class_of_computed(n)) << n;  // the table agrees with the formula
+    const std::size_t size = heap_class_bytes(c);
+    ASSERT_GE(size, n);
+    ASSERT_TRUE(c == 1 || heap_class_bytes(c - 1) < n) << "smallest class that fits " << n;
+    if (n >= 16) ASSERT_EQ(size % 16, 0u) << "16-byte alignment needs 16-byte multiples";
+    if (n > 128) ASSERT_LE((size - n) * 8, n) << "waste above 12.5% at " << n;
+    if (n > 64 && n <= 128) ASSERT_LT(size - n, 16u) << "16-byte steps up to 128: " << n;
+  }
+}
+
+TEST(HeapSizeClasses, SpansAndBatchesAreSane) {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    const HeapClassInfo& info = kHeapClasses[c];
+    EXPECT_GE(info.capacity, 8u) << c;
+    EXPECT_EQ(info.capacity, info.span_pages * kHeapPageSize / info.size) << c;
+    // The unused tail of a span is at most 1/16 of it.
+    EXPECT_LE(info.span_pages * kHeapPageSize - info.capacity * info.size,
+              info.span_pages * kHeapPageSize / 16)
+        << c;
+    EXPECT_GE(info.batch, 2u);
+    EXPECT_LE(info.batch, 64u);
+    EXPECT_GE(info.max_slots, 1u);
+    EXPECT_LE(info.max_slots, kMaxCentralSlots);
+    // The divisibility test of the free path agrees with %, at and around blocks.
+    for (std::uint64_t off : {std::uint64_t{0}, std::uint64_t{info.size}, std::uint64_t{1},
+                              std::uint64_t{info.size} - 1, std::uint64_t{info.size} * 7 + 8}) {
+      EXPECT_EQ(off * info.divisor < info.divisor, off % info.size == 0) << c << " " << off;
+    }
+  }
+}
+
+TEST(HeapPageMap, FindsEveryPageOfASpanAndNothingElse) {
+  const std::uintptr_t page = (std::uintptr_t{0x7000'1234'0000} >> kHeapPageShift);
+  Span span;
+  span.start = page << kHeapPageShift;
+  span.pages = 3;
+  g_page_heap.lock();  // writers hold the page heap lock
+  ASSERT_TRUE(g_page_map.ensure(page, 3));
+  g_page_map.set_range(page, 3, &span);
+  g_page_heap.unlock();
+  for (std::size_t i = 0; i < 3 * kHeapPageSize; i += 1000)
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start + i)), &span);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start - 1)), nullptr);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start + 3 * kHeapPageSize)), nullptr);
+  // Beyond 48 bits and near zero: nullptr, no crash.
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(~std::uintptr_t{0})), nullptr);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(std::uintptr_t{1} << 60)), nullptr);
+  EXPECT_EQ(g_page_map.lookup(nullptr), nullptr);
+  g_page_heap.lock();
+  g_page_map.set_range(page, 3, nullptr);
+  g_page_heap.unlock();
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start)), nullptr);
+}
+
+TEST(HeapPageHeap, SplitsCoalescesAndAligns) {
+  Span* a = g_page_heap.allocate(4);
+  Span* b = g_page_heap.allocate(4);
+  Span* c = g_page_heap.allocate(4);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(a->state, SpanState::kLarge);
+  EXPECT_EQ(a->pages, 4u);
+  // Every page of a span in use maps to it.
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b->start + i * kHeapPageSize)), b);
+  const bool adjacent = b->start == a->start + a->bytes() && c->start == b->start + b->bytes();
+  const std::uintptr_t a_start = a->start;
+  g_page_heap.free(a);
+  g_page_heap.free(c);
+  g_page_heap.free(b);  // joins both neighbours
+  if (adjacent) {
+    Span* merged = g_page_map.lookup(reinterpret_cast<void*>(a_start));
+    ASSERT_NE(merged, nullptr);
+    EXPECT_EQ(merged->state, SpanState::kFree);
+    EXPECT_GE(merged->pages, 12u) << "three neighbours coalesce";
+    // The middle pages of a free span map to nothing (no stale span pointers).
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a_start + 5 * kHeapPageSize)), nullptr);
+  }
+  Span* aligned = g_page_heap.allocate(3, 8);  // 64 KiB alignment
+  ASSERT_NE(aligned, nullptr);
+  EXPECT_EQ(aligned->start % (8 * kHeapPageSize), 0u);
+  EXPECT_EQ(aligned->pages, 3u);
+  g_page_heap.free(aligned);
+}
+
+TEST(HeapPageHeap, ResizeInPlaceAndReleaseToTheOs) {
+  Span* s = g_page_heap.allocate(16);
+  ASSERT_NE(s, nullptr);
+  const std::uintptr_t start = s->start;
+  ASSERT_TRUE(g_page_heap.resize(s, 4));  // shrink: the tail goes back
+  EXPECT_EQ(s->pages, 4u);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(start + 4 * kHeapPageSize))->state,
+            SpanState::kFree);
+  ASSERT_TRUE(g_page_heap.resize(s, 10));  // grow into the free pages after it
+  EXPECT_EQ(s->start, start);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(start + 9 * kHeapPageSize)), s);
+  auto* bytes = reinterpret_cast<unsigned char*>(s->start);
+  bytes[0] = 0xab;
+  g_page_heap.free(s);
+  g_page_heap.release_all();
+  const PageHeapStats st = g_page_heap.stats();
+  EXPECT_EQ(st.bytes_free_resident, 0u) << "release_all gives back every free page";
+  EXPECT_GT(st.bytes_free_released, 0u);
+  // Released pages read as zeros when handed out again.
+  Span* again = g_page_heap.allocate(10);
+  ASSERT_NE(again, nullptr);
+  if (again->start == start) EXPECT_EQ(reinterpret_cast<unsigned char*>(again->start)[0], 0);
+  g_page_heap.free(again);
+}
+
+TEST(HeapCentralCache, KeepsFullBatchesAndReturnsEmptySpans) {
+  const std::size_t c = heap_class_of(96);
+  const std::size_t batch = kHeapClasses[c].batch;
+  const CentralClassCounts before = g_central_cache.counts(c);
+  FreeBlock* first = nullptr;
+  ASSERT_EQ(g_central_cache.remove_range(c, batch, &first), batch);
+  std::size_t n = 0;
+  for (FreeBlock* b = first; b != nullptr; b = b->next) ++n;
+  EXPECT_EQ(n, batch) << "a nullptr-terminated chain of the blocks asked for";
+  EXPECT_EQ(g_central_cache.counts(c).blocks_out, before.blocks_out + batch);
+  g_central_cache.insert_range(c, first, batch);  // a full batch is kept whole
+  EXPECT_EQ(g_central_cache.counts(c).blocks_in_batches, before.blocks_in_batches + batch);
+  g_central_cache.drain();  // ...until collect() sends it back to its span
+  const CentralClassCounts after = g_central_cache.counts(c);
+  EXPECT_EQ(after.blocks_in_batches, 0u);
+  EXPECT_EQ(after.blocks_out, before.blocks_out - before.blocks_in_batches);
+}
+
+}  // namespace
+}  // namespace mempool::detail
