@@ -27,9 +27,11 @@ Span* CentralCache::new_span(std::size_t c) noexcept {
   s->carve_end = s->start + std::size_t{info.capacity} * info.size;
   s->allocated = 0;
   s->free_blocks = nullptr;
+  s->start_divisor = s->start * info.divisor;
   s->state = SpanState::kSmall;
-  // Written last: the free path tells small from large by it.
   s->size_class = static_cast<std::uint8_t>(c);
+  // The free path reads the class from the page map: tag every page.
+  g_page_map.set_range(s->first_page(), s->pages, s);
   return s;
 }
 

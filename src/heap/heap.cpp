@@ -116,7 +116,6 @@ void heap_misuse(const void* p, const char* problem) noexcept {
 }
 
 void* heap_allocate_slow(std::size_t n) noexcept {
-  if (n <= kHeapSmallMax) return heap_allocate_class(heap_class_of_computed(n));
   return allocate_large(n, kHeapPageSize);
 }
 

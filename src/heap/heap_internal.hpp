@@ -18,7 +18,7 @@ inline constexpr std::size_t kHeapMaxRequest = std::size_t{1} << 46;
 // Options and the thread-exit key, read and made on first use.
 void heap_ensure_ready() noexcept;
 std::size_t heap_large_blocks() noexcept;
-void* heap_allocate_slow(std::size_t n) noexcept;  // n > kHeapClassTableMax
+void* heap_allocate_slow(std::size_t n) noexcept;  // n > kHeapSmallMax
 void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
 void heap_free_slow(void* p, Span* s) noexcept;  // nullptr, large, foreign or misused
 void heap_free_sized_checked(void* p, std::size_t n) noexcept;
@@ -37,7 +37,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
   void* p;
   if (MEMPOOL_LIKELY(b != nullptr)) {
     l.head = b->next;
-    set_list_count(l, list_count(l) - 1);
+    set_list_room(l, list_room(l) + 1);
     p = b;
   } else {
     p = tls_thread_cache.refill(c);
@@ -49,8 +49,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
 }
 
 MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
-  if (MEMPOOL_LIKELY(n <= kHeapClassTableMax))
-    return heap_allocate_class(kHeapClassTable.by_granule[(n + 7) / 8]);
+  if (MEMPOOL_LIKELY(n <= kHeapSmallMax)) return heap_allocate_class(heap_class_of(n));
   return heap_allocate_slow(n);
 }
 
@@ -59,26 +58,25 @@ MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
   b->next = l.head;
   l.head = b;
-  const std::uint32_t count = list_count(l) + 1;
-  set_list_count(l, count);
-  if (MEMPOOL_UNLIKELY(count > l.max)) tls_thread_cache.flush(c);
+  const std::int32_t room = list_room(l) - 1;
+  set_list_room(l, room);
+  if (MEMPOOL_UNLIKELY(room < 0)) tls_thread_cache.flush(c);
 }
 
 MEMPOOL_ALWAYS_INLINE void heap_free(void* p) noexcept {
-  Span* s = g_page_map.lookup(p);
-  if (MEMPOOL_LIKELY(s != nullptr)) {
-    const std::size_t c = s->size_class;
-    if (MEMPOOL_LIKELY(c != 0)) {
-      // Only the start of a block may be freed: the offset must divide evenly.
-      const std::uint64_t offset = reinterpret_cast<std::uintptr_t>(p) - s->start;
-      if (MEMPOOL_UNLIKELY(offset * s->divisor >= s->divisor))
-        heap_misuse(p, "free of a pointer into the middle of a block");
-      if constexpr (kChecked) checked_on_free(p, s);
-      heap_free_to_cache(p, c);
-      return;
-    }
+  const std::uintptr_t entry = g_page_map.lookup_entry(p);
+  const std::size_t c = entry & kSpanTagMask;
+  if (MEMPOOL_LIKELY(c != 0)) {
+    const Span* s = reinterpret_cast<const Span*>(entry - c);
+    // Only the start of a block may be freed: (p - start) % size == 0.
+    if (MEMPOOL_UNLIKELY(reinterpret_cast<std::uintptr_t>(p) * s->divisor - s->start_divisor >=
+                         s->divisor))
+      heap_misuse(p, "free of a pointer into the middle of a block");
+    if constexpr (kChecked) checked_on_free(p, const_cast<Span*>(s));
+    heap_free_to_cache(p, c);
+    return;
   }
-  heap_free_slow(p, s);
+  heap_free_slow(p, reinterpret_cast<Span*>(entry & ~kSpanTagMask));
 }
 
 // Sized free skips the page map: the size gives the class.
@@ -86,8 +84,8 @@ MEMPOOL_ALWAYS_INLINE void heap_free_sized(void* p, std::size_t n) noexcept {
   if constexpr (kChecked) {
     heap_free_sized_checked(p, n);
   } else {
-    if (MEMPOOL_LIKELY(n <= kHeapClassTableMax && p != nullptr)) {
-      heap_free_to_cache(p, kHeapClassTable.by_granule[(n + 7) / 8]);
+    if (MEMPOOL_LIKELY(n <= kHeapSmallMax && p != nullptr)) {
+      heap_free_to_cache(p, heap_class_of(n));
       return;
     }
     heap_free(p);

@@ -157,6 +157,8 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages) noexcept {
 void PageHeap::free(Span* s) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   span_bytes_in_use_ -= s->bytes();
+  s->size_class = 0;  // before its entries are rewritten untagged
+  s->state = SpanState::kFree;
   if (s->pages > 2) g_page_map.set_range(s->first_page() + 1, s->pages - 2, nullptr);
   s->released = false;
   s->free_blocks = nullptr;

@@ -1,4 +1,5 @@
-// The page map: a two-level radix tree from page number to span, the one place
+// The page map: a two-level radix tree from page number to span (and size
+// class, in the entry's low bits), the one place
 // that answers "whose block is this?". 48-bit addresses, 8 KiB pages: 2^17 root
 // entries (1 MiB, in .bss, touched only where used) of leaves of 2^18 entries
 // (2 MiB each, mapped on demand, each covering 2 GiB of address space).
@@ -24,25 +25,34 @@ class PageMap {
   static constexpr std::size_t kRootSize = std::size_t{1} << kRootBits;
   static constexpr std::size_t kLeafSize = std::size_t{1} << kLeafBits;
 
-  // The span holding the page of p, or nullptr (for any value of p).
-  MEMPOOL_ALWAYS_INLINE Span* lookup(const void* p) const noexcept {
+  // The entry for the page of p: the span's address with its size class in the
+  // low 7 bits (0 for a large or free span), or 0 (for any value of p).
+  MEMPOOL_ALWAYS_INLINE std::uintptr_t lookup_entry(const void* p) const noexcept {
     const std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) >> kHeapPageShift;
     const std::uintptr_t root_index = page >> kLeafBits;
-    if (MEMPOOL_UNLIKELY(root_index >= kRootSize)) return nullptr;
+    if (MEMPOOL_UNLIKELY(root_index >= kRootSize)) return 0;
     const Leaf* leaf = root_[root_index].load(std::memory_order_acquire);
-    if (MEMPOOL_UNLIKELY(leaf == nullptr)) return nullptr;
-    return leaf->spans[page & (kLeafSize - 1)].load(std::memory_order_relaxed);
+    if (MEMPOOL_UNLIKELY(leaf == nullptr)) return 0;
+    return leaf->entries[page & (kLeafSize - 1)].load(std::memory_order_relaxed);
+  }
+  // The span holding the page of p, or nullptr.
+  MEMPOOL_ALWAYS_INLINE Span* lookup(const void* p) const noexcept {
+    return reinterpret_cast<Span*>(lookup_entry(p) & ~kSpanTagMask);
   }
 
   // Maps the leaves that pages [first, first + count) need; false when the OS
   // refuses memory or the range lies beyond 48 bits. Page heap lock held.
   bool ensure(std::uintptr_t first, std::size_t count) noexcept;
-  // Page heap lock held; the leaves exist (ensure succeeded for the range).
+  // The leaves exist (ensure succeeded for the range); the span is the caller's
+  // (page heap lock held, or a span the central cache owns). Tags the entry with
+  // s->size_class.
   void set(std::uintptr_t page, Span* s) noexcept {
+    const std::uintptr_t entry =
+        s == nullptr ? 0 : reinterpret_cast<std::uintptr_t>(s) | s->size_class;
     root_[page >> kLeafBits]
         .load(std::memory_order_relaxed)
-        ->spans[page & (kLeafSize - 1)]
-        .store(s, std::memory_order_relaxed);
+        ->entries[page & (kLeafSize - 1)]
+        .store(entry, std::memory_order_relaxed);
   }
   void set_range(std::uintptr_t first, std::size_t count, Span* s) noexcept {
     for (std::size_t i = 0; i < count; ++i)
@@ -55,7 +65,7 @@ class PageMap {
 
  private:
   struct Leaf {
-    std::atomic<Span*> spans[kLeafSize];
+    std::atomic<std::uintptr_t> entries[kLeafSize];
   };
   std::atomic<Leaf*> root_[kRootSize] = {};
   std::atomic<std::size_t> leaves_{0};

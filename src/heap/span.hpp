@@ -22,7 +22,9 @@ enum class SpanState : std::uint8_t {
   kDirect,  // one huge block in a mapping of its own
 };
 
-struct Span {
+// Aligned to 128 bytes so that a page-map entry can carry the size class in its
+// low 7 bits (classes are below 128).
+struct alignas(128) Span {
   std::uintptr_t start = 0;  // page-aligned
   std::size_t pages = 0;
   Span* prev = nullptr;  // in a SpanList (free lists, the central cache's lists)
@@ -35,10 +37,13 @@ struct Span {
   std::uintptr_t carve_end = 0;
   // offset % block size == 0  <=>  offset * divisor < divisor (Lemire's
   // divisibility test, exact for offsets below 2^32): the interior-pointer check.
+  // With start_divisor = start * divisor (mod 2^64) it is p * divisor -
+  // start_divisor < divisor: one multiply, one subtract, one compare.
   std::uint64_t divisor = 0;
+  std::uint64_t start_divisor = 0;
   std::uint32_t allocated = 0;  // blocks out of the span (in caches or in use)
   std::uint32_t capacity = 0;
-  std::uint8_t size_class = 0;  // 0 unless kSmall: the free path's large/small test
+  std::uint8_t size_class = 0;  // 0 unless kSmall; the page map carries it too
   SpanState state = SpanState::kFree;
   bool released = false;  // kFree: the pages were given back to the OS (or never touched)
   // Checked builds: one bit per block, set while the program holds the block.
@@ -48,6 +53,9 @@ struct Span {
   [[nodiscard]] std::uintptr_t first_page() const noexcept { return start >> kHeapPageShift; }
   [[nodiscard]] std::uintptr_t last_page() const noexcept { return first_page() + pages - 1; }
 };
+
+inline constexpr std::uintptr_t kSpanTagMask = 127;
+static_assert(sizeof(Span) == 128);
 
 // An intrusive doubly linked list of spans.
 class SpanList {

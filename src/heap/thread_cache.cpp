@@ -87,7 +87,9 @@ bool ThreadCache::activate() noexcept {
 void ThreadCache::set_max(std::size_t c, std::uint32_t max) noexcept {
   const std::size_t size = kHeapClasses[c].size;
   max_bytes_ = max_bytes_ - lists[c].max * size + max * size;
-  lists[c].max = max;
+  const std::uint32_t count = list_count(lists[c]);
+  __atomic_store_n(&lists[c].max, max, __ATOMIC_RELAXED);  // stats() reads it
+  set_list_count(lists[c], count);
 }
 
 // Gives the first n blocks of list c to the central cache, whole batches first.

@@ -22,40 +22,49 @@ namespace mempool::detail {
 
 struct ThreadCacheList {
   FreeBlock* head = nullptr;
-  // Written only by the owning thread. stats() reads it from other threads with
-  // a relaxed atomic load: an aligned 32-bit word, so the worst it sees is a
-  // slightly old value. ThreadSanitizer builds make it a real atomic, so TSan
-  // checks everything else without reporting this (a plain word lets GCC address
-  // the list with one %fs-relative base: 4 instructions fewer per call).
+  // max - (blocks in the list): a free decrements it and flushes when it goes
+  // negative, an allocation increments it, so the hit path updates one word with
+  // one instruction and tests the sign. Written only by the owning thread;
+  // stats() reads it from other threads with a relaxed atomic load (an aligned
+  // 32-bit word: the worst it sees is a slightly old value). ThreadSanitizer
+  // builds make it a real atomic, so that TSan checks everything else.
 #if defined(__SANITIZE_THREAD__)
-  std::atomic<std::uint32_t> count{0};
+  std::atomic<std::int32_t> room{0};
 #else
-  std::uint32_t count = 0;
+  std::int32_t room = 0;
 #endif
   std::uint32_t max = 0;  // flush threshold; 0 until the class is first used
 };
 
-MEMPOOL_ALWAYS_INLINE std::uint32_t list_count(const ThreadCacheList& l) noexcept {
+MEMPOOL_ALWAYS_INLINE std::int32_t list_room(const ThreadCacheList& l) noexcept {
 #if defined(__SANITIZE_THREAD__)
-  return l.count.load(std::memory_order_relaxed);
+  return l.room.load(std::memory_order_relaxed);
 #else
-  return l.count;
+  return l.room;
 #endif
 }
-MEMPOOL_ALWAYS_INLINE void set_list_count(ThreadCacheList& l, std::uint32_t n) noexcept {
+MEMPOOL_ALWAYS_INLINE void set_list_room(ThreadCacheList& l, std::int32_t room) noexcept {
 #if defined(__SANITIZE_THREAD__)
-  l.count.store(n, std::memory_order_relaxed);
+  l.room.store(room, std::memory_order_relaxed);
 #else
-  l.count = n;
+  l.room = room;
 #endif
 }
-// From another thread (stats).
+inline std::uint32_t list_count(const ThreadCacheList& l) noexcept {
+  return static_cast<std::uint32_t>(static_cast<std::int32_t>(l.max) - list_room(l));
+}
+inline void set_list_count(ThreadCacheList& l, std::uint32_t count) noexcept {
+  set_list_room(l, static_cast<std::int32_t>(l.max) - static_cast<std::int32_t>(count));
+}
+// From another thread (stats): max may be stale too, so clamp at 0.
 inline std::uint32_t list_count_racy(const ThreadCacheList& l) noexcept {
 #if defined(__SANITIZE_THREAD__)
-  return l.count.load(std::memory_order_relaxed);
+  const std::int32_t room = l.room.load(std::memory_order_relaxed);
 #else
-  return __atomic_load_n(&l.count, __ATOMIC_RELAXED);
+  const std::int32_t room = __atomic_load_n(&l.room, __ATOMIC_RELAXED);
 #endif
+  const auto max = static_cast<std::int32_t>(__atomic_load_n(&l.max, __ATOMIC_RELAXED));
+  return max > room ? static_cast<std::uint32_t>(max - room) : 0;
 }
 
 enum class ThreadCacheState : std::uint8_t {

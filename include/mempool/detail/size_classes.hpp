@@ -63,29 +63,41 @@ constexpr std::size_t heap_class_of_computed(std::size_t n) noexcept {
   return 10 + (e - 7) * 8 + (k - 1);
 }
 
-// The hot path looks small sizes up in a table of bytes, indexed by (n + 7) / 8.
-inline constexpr std::size_t kHeapClassTableMax = 1024;
+// The hot path looks every small size up in one table of bytes (tcmalloc's
+// layout): sizes to 1 KiB by 8-byte granules, sizes above by 128-byte granules,
+// which is exact because every class boundary above 1 KiB is a multiple of 128.
+inline constexpr std::size_t kHeapFineMax = 1024;
+constexpr std::size_t heap_class_index(std::size_t n) noexcept {
+  return n <= kHeapFineMax ? (n + 7) >> 3 : (n + 127 + (120 << 7)) >> 7;
+}
+inline constexpr std::size_t kHeapClassIndexCount = heap_class_index(kHeapSmallMax) + 1;
 
 struct HeapClassTable {
-  unsigned char by_granule[kHeapClassTableMax / 8 + 1];
+  unsigned char by_index[kHeapClassIndexCount];
 };
 
 constexpr HeapClassTable make_heap_class_table() noexcept {
   HeapClassTable t{};
-  for (std::size_t i = 0; i <= kHeapClassTableMax / 8; ++i)
-    t.by_granule[i] = static_cast<unsigned char>(heap_class_of_computed(i == 0 ? 1 : i * 8));
+  // Each index takes the class of the largest size that maps to it (all sizes of
+  // an index share a class: the tests check every size).
+  for (std::size_t i = 0; i < kHeapClassIndexCount; ++i) {
+    const std::size_t largest =
+        i <= kHeapFineMax / 8 ? (i == 0 ? 1 : i * 8) : (i << 7) - (120 << 7);
+    t.by_index[i] = static_cast<unsigned char>(heap_class_of_computed(largest));
+  }
   return t;
 }
 inline constexpr HeapClassTable kHeapClassTable = make_heap_class_table();
 
+// The class of n bytes, n <= kHeapSmallMax (0 is treated as 1).
 MEMPOOL_ALWAYS_INLINE constexpr std::size_t heap_class_of(std::size_t n) noexcept {
-  if (n <= kHeapClassTableMax) return kHeapClassTable.by_granule[(n + 7) / 8];
-  return heap_class_of_computed(n);
+  return kHeapClassTable.by_index[heap_class_index(n)];
 }
 
 static_assert(heap_class_bytes(kHeapClassCount - 1) == kHeapSmallMax);
 static_assert(heap_class_of(kHeapSmallMax) == kHeapClassCount - 1);
 static_assert(heap_class_bytes(heap_class_of(129)) == 144);
-static_assert(heap_class_of(1) == 1 && heap_class_of(9) == 2 && heap_class_of(17) == 3);
+static_assert(heap_class_of(0) == 1 && heap_class_of(1) == 1 && heap_class_of(9) == 2 &&
+              heap_class_of(17) == 3 && heap_class_of(1025) == heap_class_of_computed(1025));
 
 }  // namespace mempool::detail
