@@ -15,13 +15,18 @@ void* fail_enomem() noexcept {
   return nullptr;
 }
 
+MEMPOOL_NOINLINE void* malloc_miss(std::size_t size) noexcept {
+  void* p = heap_allocate(size);
+  return MEMPOOL_LIKELY(p != nullptr) ? p : fail_enomem();
+}
+
 }  // namespace
 
 extern "C" {
 
 void* mp_malloc(size_t size) noexcept {
-  void* p = heap_allocate(size);
-  return MEMPOOL_LIKELY(p != nullptr) ? p : fail_enomem();
+  if (void* p = heap_try_hit(size); MEMPOOL_LIKELY(p != nullptr)) return p;
+  return malloc_miss(size);
 }
 
 void mp_free(void* p) noexcept {

@@ -115,6 +115,14 @@ void heap_misuse(const void* p, const char* problem) noexcept {
   fatal_misuse("heap", p, problem);
 }
 
+void* heap_allocate_class_miss(std::size_t c) noexcept {
+  void* p = tls_thread_cache.refill(c);
+  if constexpr (kChecked) {
+    if (p != nullptr) checked_on_allocate(p);
+  }
+  return p;
+}
+
 void* heap_allocate_slow(std::size_t n) noexcept {
   return allocate_large(n, kHeapPageSize);
 }
@@ -221,6 +229,7 @@ using detail::heap_allocate;
 using detail::heap_allocate_aligned;
 
 void* try_allocate(std::size_t n) noexcept {
+  if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return heap_allocate(n);
 }
 
@@ -228,10 +237,17 @@ void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept {
   return heap_allocate_aligned(n, static_cast<std::size_t>(alignment));
 }
 
-void* allocate(std::size_t n) {
+namespace {
+MEMPOOL_NOINLINE void* allocate_miss(std::size_t n) {
   void* p = heap_allocate(n);
   if (MEMPOOL_UNLIKELY(p == nullptr)) throw std::bad_alloc();
   return p;
+}
+}  // namespace
+
+void* allocate(std::size_t n) {
+  if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
+  return allocate_miss(n);
 }
 
 void* allocate(std::size_t n, std::align_val_t alignment) {

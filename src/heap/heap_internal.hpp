@@ -31,21 +31,31 @@ std::size_t heap_usable_size(const void* p) noexcept;
 // Bytes of a large or direct span that start at its block (0 for small spans).
 bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept;
 
+// A block of class c from the calling thread's cache, or nullptr on a miss.
+MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
+  ThreadCache& t = tls_thread_cache;
+  FreeBlock* b = t.heads[c];
+  if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
+  t.heads[c] = b->next;
+  t.set_room(c, t.room(c) + 1);
+  if constexpr (kChecked) checked_on_allocate(b);
+  return b;
+}
+
+// The miss path: refill from the central cache (nullptr when out of memory).
+void* heap_allocate_class_miss(std::size_t c) noexcept;
+
 MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
-  ThreadCacheList& l = tls_thread_cache.lists[c];
-  FreeBlock* b = l.head;
-  void* p;
-  if (MEMPOOL_LIKELY(b != nullptr)) {
-    l.head = b->next;
-    set_list_room(l, list_room(l) + 1);
-    p = b;
-  } else {
-    p = tls_thread_cache.refill(c);
-  }
-  if constexpr (kChecked) {
-    if (p != nullptr) checked_on_allocate(p);
-  }
-  return p;
+  void* p = heap_pop(c);
+  if (MEMPOOL_LIKELY(p != nullptr)) return p;
+  return heap_allocate_class_miss(c);
+}
+
+// The hit path alone: a block from the cache, or nullptr for anything else (the
+// caller then tail-calls its own slow path, so the hit path saves no register).
+MEMPOOL_ALWAYS_INLINE void* heap_try_hit(std::size_t n) noexcept {
+  if (MEMPOOL_LIKELY(n <= kHeapSmallMax)) return heap_pop(heap_class_of(n));
+  return nullptr;
 }
 
 MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
@@ -54,13 +64,13 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
 }
 
 MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
-  ThreadCacheList& l = tls_thread_cache.lists[c];
+  ThreadCache& t = tls_thread_cache;
   auto* b = static_cast<FreeBlock*>(p);
-  b->next = l.head;
-  l.head = b;
-  const std::int32_t room = list_room(l) - 1;
-  set_list_room(l, room);
-  if (MEMPOOL_UNLIKELY(room < 0)) tls_thread_cache.flush(c);
+  b->next = t.heads[c];
+  t.heads[c] = b;
+  const std::int32_t room = t.room(c) - 1;
+  t.set_room(c, room);
+  if (MEMPOOL_UNLIKELY(room < 0)) t.flush(c);
 }
 
 MEMPOOL_ALWAYS_INLINE void heap_free(void* p) noexcept {

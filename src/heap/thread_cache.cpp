@@ -86,27 +86,26 @@ bool ThreadCache::activate() noexcept {
 
 void ThreadCache::set_max(std::size_t c, std::uint32_t max) noexcept {
   const std::size_t size = kHeapClasses[c].size;
-  max_bytes_ = max_bytes_ - lists[c].max * size + max * size;
-  const std::uint32_t count = list_count(lists[c]);
-  __atomic_store_n(&lists[c].max, max, __ATOMIC_RELAXED);  // stats() reads it
-  set_list_count(lists[c], count);
+  max_bytes_ = max_bytes_ - maxes[c] * size + max * size;
+  const std::uint32_t n = count(c);
+  __atomic_store_n(&maxes[c], max, __ATOMIC_RELAXED);  // stats() reads it
+  set_count(c, n);
 }
 
 // Gives the first n blocks of list c to the central cache, whole batches first.
 void ThreadCache::release(std::size_t c, std::size_t n) noexcept {
-  ThreadCacheList& l = lists[c];
   const std::size_t batch = kHeapClasses[c].batch;
-  std::uint32_t count = list_count(l);
+  std::uint32_t left = count(c);
   while (n > 0) {
     const std::size_t take = n < batch ? n : batch;
-    FreeBlock* first = l.head;
+    FreeBlock* first = heads[c];
     FreeBlock* last = first;
     for (std::size_t i = 1; i < take; ++i)
       last = last->next;
-    l.head = last->next;
+    heads[c] = last->next;
     last->next = nullptr;  // batches travel as nullptr-terminated chains
-    count -= static_cast<std::uint32_t>(take);
-    set_list_count(l, count);
+    left -= static_cast<std::uint32_t>(take);
+    set_count(c, left);
     g_central_cache.insert_range(c, first, take);
     n -= take;
   }
@@ -115,10 +114,9 @@ void ThreadCache::release(std::size_t c, std::size_t n) noexcept {
 void* ThreadCache::refill(std::size_t c) noexcept {
   if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate()))
     return allocate_uncached(c);
-  ThreadCacheList& l = lists[c];
   const std::uint32_t batch = kHeapClasses[c].batch;
   // Slow start: one more block per miss up to a batch, then whole batches.
-  std::uint32_t max = l.max;
+  std::uint32_t max = maxes[c];
   if (max < batch) {
     ++max;
   } else if (max + batch <= kMaxListLength && max < 16 * batch) {
@@ -126,49 +124,46 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   }
   set_max(c, max);
   if (max_bytes_ > g_budget) scavenge();
-  const std::size_t want = l.max < batch ? (l.max == 0 ? 1 : l.max) : batch;
+  const std::size_t want = maxes[c] < batch ? (maxes[c] == 0 ? 1 : maxes[c]) : batch;
   FreeBlock* first = nullptr;
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
   if (got == 0) return nullptr;
-  l.head = first->next;
-  set_list_count(l, static_cast<std::uint32_t>(got - 1));
+  heads[c] = first->next;
+  set_count(c, static_cast<std::uint32_t>(got - 1));
   return first;
 }
 
 void ThreadCache::flush(std::size_t c) noexcept {
-  ThreadCacheList& l = lists[c];
   if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate())) {
-    release(c, list_count(l));
+    release(c, count(c));
     return;
   }
   const std::uint32_t batch = kHeapClasses[c].batch;
-  std::uint32_t count = list_count(l);
-  if (l.max < batch) {
-    set_max(c, l.max + 1);  // slow start
+  if (maxes[c] < batch) {
+    set_max(c, maxes[c] + 1);  // slow start
     if (max_bytes_ > g_budget) scavenge();
-    count = list_count(l);
-    if (count <= l.max) return;
-  } else if (l.max > batch && ++overflows_[c] > 3) {
+    if (count(c) <= maxes[c]) return;
+  } else if (maxes[c] > batch && ++overflows_[c] > 3) {
     // Overflowing again and again: the program frees more than it allocates here.
-    set_max(c, l.max - batch);
+    set_max(c, maxes[c] - batch);
     overflows_[c] = 0;
   }
-  release(c, count < batch ? count : batch);
+  const std::uint32_t n = count(c);
+  release(c, n < batch ? n : batch);
 }
 
 void ThreadCache::scavenge() noexcept {
   for (std::size_t c = 1; c < kHeapClassCount; ++c) {
-    ThreadCacheList& l = lists[c];
-    if (l.max == 0) continue;
-    set_max(c, l.max / 2);
-    const std::uint32_t count = list_count(l);
-    if (count > l.max) release(c, count - l.max);
+    if (maxes[c] == 0) continue;
+    set_max(c, maxes[c] / 2);
+    const std::uint32_t n = count(c);
+    if (n > maxes[c]) release(c, n - maxes[c]);
   }
 }
 
 void ThreadCache::release_all() noexcept {
   for (std::size_t c = 1; c < kHeapClassCount; ++c) {
-    release(c, list_count(lists[c]));
+    release(c, count(c));
     set_max(c, 0);
     overflows_[c] = 0;
   }

@@ -20,53 +20,6 @@
 
 namespace mempool::detail {
 
-struct ThreadCacheList {
-  FreeBlock* head = nullptr;
-  // max - (blocks in the list): a free decrements it and flushes when it goes
-  // negative, an allocation increments it, so the hit path updates one word with
-  // one instruction and tests the sign. Written only by the owning thread;
-  // stats() reads it from other threads with a relaxed atomic load (an aligned
-  // 32-bit word: the worst it sees is a slightly old value). ThreadSanitizer
-  // builds make it a real atomic, so that TSan checks everything else.
-#if defined(__SANITIZE_THREAD__)
-  std::atomic<std::int32_t> room{0};
-#else
-  std::int32_t room = 0;
-#endif
-  std::uint32_t max = 0;  // flush threshold; 0 until the class is first used
-};
-
-MEMPOOL_ALWAYS_INLINE std::int32_t list_room(const ThreadCacheList& l) noexcept {
-#if defined(__SANITIZE_THREAD__)
-  return l.room.load(std::memory_order_relaxed);
-#else
-  return l.room;
-#endif
-}
-MEMPOOL_ALWAYS_INLINE void set_list_room(ThreadCacheList& l, std::int32_t room) noexcept {
-#if defined(__SANITIZE_THREAD__)
-  l.room.store(room, std::memory_order_relaxed);
-#else
-  l.room = room;
-#endif
-}
-inline std::uint32_t list_count(const ThreadCacheList& l) noexcept {
-  return static_cast<std::uint32_t>(static_cast<std::int32_t>(l.max) - list_room(l));
-}
-inline void set_list_count(ThreadCacheList& l, std::uint32_t count) noexcept {
-  set_list_room(l, static_cast<std::int32_t>(l.max) - static_cast<std::int32_t>(count));
-}
-// From another thread (stats): max may be stale too, so clamp at 0.
-inline std::uint32_t list_count_racy(const ThreadCacheList& l) noexcept {
-#if defined(__SANITIZE_THREAD__)
-  const std::int32_t room = l.room.load(std::memory_order_relaxed);
-#else
-  const std::int32_t room = __atomic_load_n(&l.room, __ATOMIC_RELAXED);
-#endif
-  const auto max = static_cast<std::int32_t>(__atomic_load_n(&l.max, __ATOMIC_RELAXED));
-  return max > room ? static_cast<std::uint32_t>(max - room) : 0;
-}
-
 enum class ThreadCacheState : std::uint8_t {
   kUnset,   // the thread has not used the heap yet
   kActive,  // caching
@@ -75,21 +28,65 @@ enum class ThreadCacheState : std::uint8_t {
 
 class ThreadCache {
  public:
-  ThreadCacheList lists[kHeapClassCount];  // the hot part: first
+  // The hot part, first, as three arrays indexed by class: the hit path reaches
+  // an entry with one scaled address from the TLS base.
+  FreeBlock* heads[kHeapClassCount] = {};
+  // rooms[c] = maxes[c] - (blocks in list c): a free decrements it and flushes
+  // when it goes negative, an allocation increments it, so the hit path updates
+  // one word with one instruction and tests the sign. Written only by the owning
+  // thread; stats() reads it from other threads with a relaxed atomic load (an
+  // aligned 32-bit word: the worst it sees is a slightly old value).
+  // ThreadSanitizer builds make it a real atomic, so TSan checks all the rest.
+#if defined(__SANITIZE_THREAD__)
+  std::atomic<std::int32_t> rooms[kHeapClassCount] = {};
+#else
+  std::int32_t rooms[kHeapClassCount] = {};
+#endif
+  std::uint32_t maxes[kHeapClassCount] = {};  // flush thresholds; 0 until a class is used
+
+  MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
+#if defined(__SANITIZE_THREAD__)
+    return rooms[c].load(std::memory_order_relaxed);
+#else
+    return rooms[c];
+#endif
+  }
+  MEMPOOL_ALWAYS_INLINE void set_room(std::size_t c, std::int32_t room) noexcept {
+#if defined(__SANITIZE_THREAD__)
+    rooms[c].store(room, std::memory_order_relaxed);
+#else
+    rooms[c] = room;
+#endif
+  }
+  [[nodiscard]] std::uint32_t count(std::size_t c) const noexcept {
+    return static_cast<std::uint32_t>(static_cast<std::int32_t>(maxes[c]) - room(c));
+  }
+  void set_count(std::size_t c, std::uint32_t n) noexcept {
+    set_room(c, static_cast<std::int32_t>(maxes[c]) - static_cast<std::int32_t>(n));
+  }
 
   // The list of class c was empty: fetch a batch from the central cache and
   // return one block (nullptr when out of memory).
   void* refill(std::size_t c) noexcept;
-  // The list of class c passed its threshold (count > max): give a batch back.
+  // The list of class c passed its threshold (room < 0): give a batch back.
   void flush(std::size_t c) noexcept;
   // Gives every cached block back (thread exit, collect()).
   void release_all() noexcept;
   // Runs at thread exit (a pthread key destructor).
   void on_thread_exit() noexcept;
 
-  [[nodiscard]] ThreadCacheState state() const noexcept { return state_; }
+  [[nodiscard]] ThreadCacheState state() const noexcept {
+    return state_;
+  }
+  // From another thread (stats): both words may be stale, so clamp at 0.
   [[nodiscard]] std::size_t cached_blocks(std::size_t c) const noexcept {
-    return list_count_racy(lists[c]);
+#if defined(__SANITIZE_THREAD__)
+    const std::int32_t r = rooms[c].load(std::memory_order_relaxed);
+#else
+    const std::int32_t r = __atomic_load_n(&rooms[c], __ATOMIC_RELAXED);
+#endif
+    const auto m = static_cast<std::int32_t>(__atomic_load_n(&maxes[c], __ATOMIC_RELAXED));
+    return m > r ? static_cast<std::size_t>(m - r) : 0;
   }
 
   // Thread-cache registry (stats, fork).
