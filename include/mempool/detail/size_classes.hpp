@@ -68,7 +68,9 @@ constexpr std::size_t heap_class_of_computed(std::size_t n) noexcept {
 // which is exact because every class boundary above 1 KiB is a multiple of 128.
 inline constexpr std::size_t kHeapFineMax = 1024;
 constexpr std::size_t heap_class_index(std::size_t n) noexcept {
-  return n <= kHeapFineMax ? (n + 7) >> 3 : (n + 127 + (120 << 7)) >> 7;
+  // Small sizes on the straight path (GCC otherwise moves them out of line).
+  if (MEMPOOL_LIKELY(n <= kHeapFineMax)) return (n + 7) >> 3;
+  return (n + 127 + (120 << 7)) >> 7;
 }
 inline constexpr std::size_t kHeapClassIndexCount = heap_class_index(kHeapSmallMax) + 1;
 
