@@ -95,7 +95,7 @@ void write_stderr_line(const char* a, const char* b, const char* c, const char* 
   for (const char* part : {"mempool: ", a, b, c, d})
     for (; *part != '\0' && n + 1 < sizeof line; ++part)
       line[n++] = *part;
-  line[n++] = '\n';
+  if (n == 0 || line[n - 1] != '\n') line[n++] = '\n';
   [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, n);
 }
 

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -111,7 +112,31 @@ std::size_t heap_large_blocks() noexcept {
   return g_large_blocks.load(std::memory_order_relaxed);
 }
 
+namespace {
+// MEMPOOL_VERBOSE=1: what the page map knows of a misused pointer, one line
+// before the fatal one (snprintf into a stack buffer: no allocation).
+void describe_pointer(const void* p) noexcept {
+  char line[256];
+  const Span* s = g_page_map.lookup(p);
+  if (s == nullptr) {
+    std::snprintf(line, sizeof line, "heap: details: no heap span covers %p\n", p);
+  } else {
+    static constexpr const char* kStates[] = {"free", "small", "large", "direct"};
+    const auto offset = reinterpret_cast<std::uintptr_t>(p) - s->start;
+    const std::size_t block = s->size_class != 0 ? kHeapClasses[s->size_class].size : s->bytes();
+    std::snprintf(line, sizeof line,
+                  "heap: details: %p is %zu bytes into a %s span at %p of %zu pages, "
+                  "%zu bytes into a block of %zu bytes\n",
+                  p, static_cast<std::size_t>(offset), kStates[static_cast<int>(s->state)],
+                  reinterpret_cast<const void*>(s->start), s->pages,
+                  static_cast<std::size_t>(offset % block), block);
+  }
+  write_stderr_line(line);
+}
+}  // namespace
+
 void heap_misuse(const void* p, const char* problem) noexcept {
+  if (g_verbose) describe_pointer(p);
   fatal_misuse("heap", p, problem);
 }
 

@@ -1,0 +1,87 @@
+// The heap's MEMPOOL_* environment variables. Each case runs in a fresh process
+// (gtest's "threadsafe" death-test style re-executes the binary), so the heap
+// starts there and reads the variables the parent set.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "mempool/heap.hpp"
+#include "mempool/mempool.h"
+
+namespace {
+
+class HeapOptions : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  void TearDown() override {
+    for (const char* name : {"MEMPOOL_RELEASE_THRESHOLD", "MEMPOOL_VERBOSE", "MEMPOOL_SHOW_STATS",
+                             "MEMPOOL_THREAD_CACHE_BYTES", "MEMPOOL_DIRECT_MAP_THRESHOLD"})
+      unsetenv(name);
+  }
+};
+
+TEST_F(HeapOptions, BadValuesAreReportedAndIgnored) {
+  setenv("MEMPOOL_RELEASE_THRESHOLD", "12x", 1);
+  setenv("MEMPOOL_VERBOSE", "maybe", 1);
+  setenv("MEMPOOL_DIRECT_MAP_THRESHOLD", "1K", 1);  // below its 256K minimum
+  EXPECT_EXIT(
+      {
+        void* p = mp_malloc(100);
+        mp_free(p);
+        std::exit(p != nullptr ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "ignoring MEMPOOL_VERBOSE=maybe(.|\n)*ignoring MEMPOOL_RELEASE_THRESHOLD=12x(.|\n)*"
+      "ignoring MEMPOOL_DIRECT_MAP_THRESHOLD=1K");
+}
+
+TEST_F(HeapOptions, ShowStatsPrintsTheTableAtExit) {
+  setenv("MEMPOOL_SHOW_STATS", "1", 1);
+  EXPECT_EXIT(
+      {
+        void* p = mp_malloc(100);
+        mp_free(p);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "mempool heap statistics(.|\n)*class size");
+}
+
+TEST_F(HeapOptions, VerboseReportsTheValuesAndMisuseDetails) {
+  setenv("MEMPOOL_VERBOSE", "1", 1);
+  setenv("MEMPOOL_RELEASE_THRESHOLD", "32M", 1);
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(mp_malloc(64));
+        mp_free(p + 8);
+      },
+      "MEMPOOL_RELEASE_THRESHOLD=33554432(.|\n)*8 bytes into a block of 64 bytes(.|\n)*"
+      "middle of a block");
+}
+
+TEST_F(HeapOptions, ReleaseThresholdZeroGivesFreePagesBackAtOnce) {
+  setenv("MEMPOOL_RELEASE_THRESHOLD", "0", 1);
+  EXPECT_EXIT(
+      {
+        void* p = mempool::allocate(4 << 20);  // a large span from the page heap
+        static_cast<char*>(p)[0] = 1;
+        mempool::deallocate(p);
+        std::exit(mempool::stats().bytes_free_in_page_heap == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(HeapOptions, DirectMapThresholdSendsBigBlocksToTheirOwnMapping) {
+  setenv("MEMPOOL_DIRECT_MAP_THRESHOLD", "1M", 1);
+  EXPECT_EXIT(
+      {
+        const std::size_t mapped = mempool::stats().bytes_mapped;
+        void* p = mempool::allocate(2 << 20);
+        const bool grew = mempool::stats().bytes_mapped >= mapped + (2 << 20);
+        mempool::deallocate(p);  // unmapped at once
+        const bool shrank = mempool::stats().bytes_mapped < mapped + (2 << 20);
+        std::exit(grew && shrank ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
