@@ -1,0 +1,415 @@
+// The heap's use of memory, each test in a process of its own: resident memory
+// after many short-lived threads and after collect(), out of memory under
+// RLIMIT_AS, and fork while other threads allocate.
+//
+// The resident-memory tests run in a fresh process (a re-executed death-test
+// child), so nothing another test did to the heap shows in their numbers. The
+// children report a failure on stderr and exit with a non-zero status.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <new>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "heap_test_util.hpp"
+#include "mempool/heap.hpp"
+#include "mempool/mempool.h"
+
+namespace mempool {
+namespace {
+
+using heap_test::fill_pattern;
+using heap_test::first_mismatch;
+using heap_test::kKiB;
+using heap_test::kMiB;
+using heap_test::kNoMismatch;
+
+// Writes one line to stderr without allocating (the heap may be out of memory).
+void say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void say(const char* fmt, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, fmt);
+  const int len = std::vsnprintf(line, sizeof line - 1, fmt, args);
+  va_end(args);
+  std::size_t n =
+      len < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(len), sizeof line - 2);
+  line[n++] = '\n';
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, n);
+}
+
+// In a child: a failed check reports its line and ends the child with status 1.
+#define CHILD_CHECK(cond, ...)                                   \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      say("%s:%d: check failed: %s", __FILE__, __LINE__, #cond); \
+      say(__VA_ARGS__);                                          \
+      ::_exit(1);                                                \
+    }                                                            \
+  } while (0)
+
+double mib(std::size_t bytes) {
+  return static_cast<double>(bytes) / static_cast<double>(kMiB);
+}
+
+// Runs `body` in a freshly executed copy of this test (gtest's "threadsafe"
+// death-test style), which must end with _exit(0).
+#define IN_FRESH_PROCESS(body)                           \
+  do {                                                   \
+    GTEST_FLAG_SET(death_test_style, "threadsafe");      \
+    EXPECT_EXIT(body, ::testing::ExitedWithCode(0), ""); \
+  } while (0)
+
+// ---- Resident memory ---------------------------------------------------------
+
+// 200 threads, 4 at a time, each allocating 2,000 blocks of 1 KiB, freeing them
+// all and exiting: what the exited threads cached must not pile up.
+[[noreturn]] void short_lived_threads_child() {
+  const std::size_t before = heap_test::resident_bytes();
+  constexpr int kThreadsInAll = 200;
+  constexpr int kAtOnce = 4;
+  for (int started = 0; started < kThreadsInAll; started += kAtOnce) {
+    std::vector<std::thread> wave;
+    for (int t = 0; t < kAtOnce; ++t) {
+      wave.emplace_back([] {
+        std::vector<void*> blocks(2000);
+        for (void*& p : blocks) {
+          p = mp_malloc(kKiB);
+          CHILD_CHECK(p != nullptr, "mp_malloc(1 KiB) failed");
+          std::memset(p, 0x5c, kKiB);
+        }
+        for (void* p : blocks)
+          mp_free(p);
+      });
+    }
+    for (std::thread& th : wave)
+      th.join();
+  }
+  const std::size_t after = heap_test::resident_bytes();
+  const HeapStats s = stats();
+  say("resident: %.1f MiB before, %.1f MiB after 200 threads; heap: %.1f MiB mapped, "
+      "%.1f MiB in thread caches, %.1f MiB in the central cache, %zu thread caches",
+      mib(before), mib(after), mib(s.bytes_mapped), mib(s.bytes_in_thread_caches),
+      mib(s.bytes_in_central_cache), s.thread_caches);
+  CHILD_CHECK(before > 0 && after > 0, "VmRSS unreadable");
+  CHILD_CHECK(after < before + 32 * kMiB, "resident memory grew by %.1f MiB (limit 32 MiB)",
+              mib(after - before));
+  CHILD_CHECK(s.thread_caches <= 1, "%zu thread caches after every thread but main exited",
+              s.thread_caches);
+  CHILD_CHECK(s.bytes_in_use == 0, "%zu bytes still in use", s.bytes_in_use);
+  ::_exit(0);
+}
+
+TEST(HeapMemory, ShortLivedThreadsLeaveLittleResident) {
+  if (heap_test::kSanitized) GTEST_SKIP() << "shadow memory makes resident sizes meaningless";
+  IN_FRESH_PROCESS(short_lived_threads_child());
+}
+
+// 256 MiB in mixed sizes, all touched, all freed, collect(): resident memory is
+// back within 10% + 8 MiB of where it started.
+[[noreturn]] void collect_returns_memory_child() {
+  const std::size_t before = heap_test::resident_bytes();
+  static constexpr std::size_t kSizes[] = {
+      16,       24,   48,    64,    100,   128,    256,    500,    1024,   2000,
+      4096,     6000, 10000, 20000, 40000, 100000, 200000, 300000, 700000, 1500000,
+      3 * kMiB, 32,   80,    160,   333,   777,    3000,   12000,  60000,  250000};
+  std::vector<void*> blocks;
+  blocks.reserve(200000);
+  std::size_t total = 0;
+  std::mt19937_64 rng(42);
+  while (total < 256 * kMiB) {
+    // Sizes drawn so that small blocks hold about half the bytes.
+    const std::size_t n = (rng() % 2 == 0) ? kSizes[rng() % 10] : kSizes[rng() % std::size(kSizes)];
+    void* p = mp_malloc(n);
+    CHILD_CHECK(p != nullptr, "mp_malloc(%zu) failed", n);
+    std::memset(p, 0x3d, n);
+    blocks.push_back(p);
+    total += n;
+  }
+  const std::size_t peak = heap_test::resident_bytes();
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  for (void* p : blocks)
+    mp_free(p);
+  blocks.clear();
+  blocks.shrink_to_fit();
+  collect();
+  const std::size_t after = heap_test::resident_bytes();
+  const HeapStats s = stats();
+  say("resident: %.1f MiB before, %.1f MiB with 256 MiB live, %.1f MiB after free and "
+      "collect; heap: %.1f MiB mapped, %.1f MiB returned to the OS, %.1f MiB free in the page "
+      "heap, %.1f MiB in the central cache, %.1f MiB metadata",
+      mib(before), mib(peak), mib(after), mib(s.bytes_mapped), mib(s.bytes_returned_to_os),
+      mib(s.bytes_free_in_page_heap), mib(s.bytes_in_central_cache), mib(s.bytes_metadata));
+  CHILD_CHECK(before > 0 && after > 0, "VmRSS unreadable");
+  CHILD_CHECK(peak >= before + 200 * kMiB,
+              "the blocks were not resident: the test measures nothing");
+  CHILD_CHECK(after <= before + before / 10 + 8 * kMiB,
+              "resident memory %.1f MiB after collect, limit %.1f MiB", mib(after),
+              mib(before + before / 10 + 8 * kMiB));
+  CHILD_CHECK(s.bytes_in_use == 0, "%zu bytes still in use", s.bytes_in_use);
+  ::_exit(0);
+}
+
+TEST(HeapMemory, CollectReturnsMemory) {
+  if (heap_test::kSanitized) GTEST_SKIP() << "shadow memory makes resident sizes meaningless";
+  IN_FRESH_PROCESS(collect_returns_memory_child());
+}
+
+// ---- Out of memory -----------------------------------------------------------
+
+// Waits for child `pid`; a failure names how it ended.
+void expect_child_succeeded(pid_t pid, const char* what) {
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid) << what;
+  if (WIFSIGNALED(status)) {
+    ADD_FAILURE() << what << ": child killed by signal " << WTERMSIG(status)
+                  << (WTERMSIG(status) == SIGALRM ? " (timed out: a deadlock?)" : "");
+  } else {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << what << ": child exited with status " << WEXITSTATUS(status) << " (see its stderr)";
+  }
+}
+
+// A live block and the seed of its pattern.
+struct Known {
+  void* p;
+  std::size_t n;
+  std::uint64_t seed;
+};
+
+// Allocates with `alloc` until it fails, at most `limit` times, keeping the
+// blocks in `hoard` (reserved beforehand). Returns whether it failed.
+template <class Alloc>
+bool allocate_until_failure(std::vector<void*>& hoard, std::size_t limit, Alloc alloc) {
+  for (std::size_t i = 0; i < limit; ++i) {
+    errno = 0;
+    void* p = alloc();
+    if (p == nullptr) return true;
+    CHILD_CHECK(hoard.size() < hoard.capacity(), "hoard full");
+    hoard.push_back(p);
+  }
+  return false;
+}
+
+[[noreturn]] void out_of_memory_child() {
+  alarm(60);
+  std::vector<Known> known;
+  std::uint64_t seed = 0;
+  for (std::size_t n :
+       {std::size_t{24}, std::size_t{1000}, std::size_t{70000}, std::size_t{300000}, 3 * kMiB}) {
+    void* p = mp_malloc(n);
+    CHILD_CHECK(p != nullptr, "mp_malloc(%zu) before the limit", n);
+    fill_pattern(p, n, ++seed);
+    known.push_back({p, n, seed});
+  }
+  std::vector<void*> hoard;
+  hoard.reserve(9 * 1024 * 1024);  // before the limit: the test's own memory
+  const std::size_t vsize = heap_test::virtual_bytes();
+  CHILD_CHECK(vsize > 0, "VmSize unreadable");
+  rlimit lim{};
+  CHILD_CHECK(getrlimit(RLIMIT_AS, &lim) == 0, "getrlimit");
+  lim.rlim_cur = vsize + 64 * kMiB;
+  CHILD_CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit(RLIMIT_AS, %zu)", vsize + 64 * kMiB);
+
+  // Large, page-sized and small blocks, each until the heap says no.
+  CHILD_CHECK(allocate_until_failure(hoard, 16384, [] { return mp_malloc(kMiB); }),
+              "16 GiB of 1 MiB blocks allocated under an address-space limit 64 MiB above use");
+  CHILD_CHECK(errno == ENOMEM, "errno %d after mp_malloc(1 MiB) failed", errno);
+  CHILD_CHECK(allocate_until_failure(hoard, 4 * 1024 * 1024, [] { return mp_malloc(4096); }),
+              "mp_malloc(4096) never failed");
+  CHILD_CHECK(errno == ENOMEM, "errno %d after mp_malloc(4096) failed", errno);
+  CHILD_CHECK(allocate_until_failure(hoard, 4 * 1024 * 1024 - 1, [] { return mp_malloc(64); }),
+              "mp_malloc(64) never failed");
+  CHILD_CHECK(errno == ENOMEM, "errno %d after mp_malloc(64) failed", errno);
+  const std::size_t hoarded = hoard.size();
+
+  // Every call that allocates answers the same way.
+  bool threw = false;
+  try {
+    void* p = allocate(64 * kMiB);
+    mp_free(p);
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  CHILD_CHECK(threw, "mempool::allocate(64 MiB) did not throw std::bad_alloc");
+  threw = false;
+  try {
+    void* p = allocate(kMiB, std::align_val_t{kMiB});
+    mp_free(p);
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  CHILD_CHECK(threw, "mempool::allocate(1 MiB, 1 MiB aligned) did not throw std::bad_alloc");
+  CHILD_CHECK(try_allocate(64 * kMiB) == nullptr, "try_allocate(64 MiB)");
+  CHILD_CHECK(try_allocate(2 * kMiB, std::align_val_t{4096}) == nullptr, "try_allocate aligned");
+  errno = 0;
+  CHILD_CHECK(mp_calloc(1, 64 * kMiB) == nullptr && errno == ENOMEM, "mp_calloc");
+  errno = 0;
+  CHILD_CHECK(mp_aligned_alloc(4096, 64 * kMiB) == nullptr && errno == ENOMEM, "aligned_alloc");
+  void* out = &out;
+  CHILD_CHECK(mp_posix_memalign(&out, 64, 64 * kMiB) == ENOMEM && out == &out, "posix_memalign");
+  errno = 0;
+  CHILD_CHECK(mp_realloc(known[1].p, 64 * kMiB) == nullptr && errno == ENOMEM, "realloc");
+
+  // The live blocks are intact and can be freed.
+  for (const Known& k : known) {
+    const std::size_t at = first_mismatch(k.p, k.n, k.seed);
+    CHILD_CHECK(at == kNoMismatch, "block of %zu bytes changed at %zu while out of memory", k.n,
+                at);
+    CHILD_CHECK(usable_size(k.p) >= k.n, "usable_size of a live block");
+  }
+  for (void* p : hoard)
+    mp_free(p);
+  // Freed memory is reused under the same limit.
+  void* again = mp_malloc(kMiB);
+  CHILD_CHECK(again != nullptr, "mp_malloc(1 MiB) failed after %zu blocks were freed", hoarded);
+  std::memset(again, 1, kMiB);
+  mp_free(again);
+  for (const Known& k : known)
+    mp_free(k.p);
+  say("out of memory after %zu blocks; every call answered ENOMEM / bad_alloc", hoarded);
+  ::_exit(0);
+}
+
+TEST(HeapMemory, OutOfMemoryUnderAddressSpaceLimit) {
+  if (heap_test::kSanitized) GTEST_SKIP() << "sanitizers reserve terabytes of address space";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) out_of_memory_child();
+  expect_child_succeeded(pid, "out of memory under RLIMIT_AS");
+}
+
+// ---- fork ----------------------------------------------------------------------
+
+// Allocates and frees, in sizes that need new spans and pages, checking what it
+// wrote; then frees blocks the parent allocated before the fork.
+[[noreturn]] void forked_child(const std::vector<Known>& from_parent) {
+  alarm(heap_test::kSanitized ? 25 : 10);
+  std::vector<Known> blocks;
+  blocks.reserve(12000);
+  std::uint64_t seed = 100;
+  for (int i = 0; i < 12000; ++i) {
+    const std::size_t n = 16 + static_cast<std::size_t>(i * 131) % 6000;
+    void* p = mp_malloc(n);
+    CHILD_CHECK(p != nullptr, "mp_malloc(%zu) in the child", n);
+    fill_pattern(p, std::min<std::size_t>(n, 64), ++seed);
+    blocks.push_back({p, n, seed});
+  }
+  for (int i = 0; i < 24; ++i) {
+    const std::size_t n = 300 * kKiB + static_cast<std::size_t>(i) * 97 * kKiB;
+    void* p = allocate(n);
+    fill_pattern(p, std::min<std::size_t>(n, 64), ++seed);
+    std::memset(static_cast<char*>(p) + 64, 0x11, n - 64);
+    blocks.push_back({p, n, seed});
+  }
+  for (const Known& b : blocks) {
+    CHILD_CHECK(first_mismatch(b.p, std::min<std::size_t>(b.n, 64), b.seed) == kNoMismatch,
+                "block of %zu bytes changed in the child", b.n);
+    mp_free(b.p);
+  }
+  for (const Known& b : from_parent) {
+    CHILD_CHECK(first_mismatch(b.p, b.n, b.seed) == kNoMismatch,
+                "block of %zu bytes from before the fork changed", b.n);
+    deallocate(b.p);
+  }
+  collect();
+  void* p = mp_malloc(5 * kMiB);
+  CHILD_CHECK(p != nullptr, "mp_malloc(5 MiB) after collect in the child");
+  mp_free(p);
+  ::_exit(0);
+}
+
+// 4 threads allocate and free (and collect) all the time; the main thread forks
+// 8 times. Each child uses the heap heavily, on its own, and must exit 0 (not
+// deadlock on a lock a parent thread held at the fork, not crash); the parent
+// keeps going.
+TEST(HeapMemory, ForkWhileThreadsAllocate) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> work{0};
+  std::atomic<int> corrupted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t) + 1);
+      std::vector<Known> mine;
+      std::uint64_t seed = static_cast<std::uint64_t>(t) << 40;
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (mine.size() < 200 && rng() % 2 == 0) {
+          const unsigned r = static_cast<unsigned>(rng() % 100);
+          const std::size_t n = r < 90   ? 8 + rng() % 2000
+                                : r < 98 ? 4096 + rng() % 60000
+                                         : 300 * kKiB + rng() % kMiB;
+          void* p = mp_malloc(n);
+          if (p == nullptr) {
+            ++corrupted;
+            continue;
+          }
+          fill_pattern(p, std::min<std::size_t>(n, 64), ++seed);
+          mine.push_back({p, n, seed});
+        } else if (!mine.empty()) {
+          const std::size_t i = rng() % mine.size();
+          const Known b = mine[i];
+          mine[i] = mine.back();
+          mine.pop_back();
+          if (first_mismatch(b.p, std::min<std::size_t>(b.n, 64), b.seed) != kNoMismatch) {
+            ++corrupted;
+          }
+          mp_free(b.p);
+        }
+        if (rng() % 4096 == 0) collect();
+        work.fetch_add(1, std::memory_order_relaxed);
+      }
+      for (const Known& b : mine) {
+        if (first_mismatch(b.p, std::min<std::size_t>(b.n, 64), b.seed) != kNoMismatch) {
+          ++corrupted;
+        }
+        mp_free(b.p);
+      }
+    });
+  }
+  std::vector<Known> before_fork;
+  std::uint64_t seed = 0;
+  for (std::size_t n : {std::size_t{8}, std::size_t{100}, std::size_t{5000}, std::size_t{400000}}) {
+    void* p = allocate(n);
+    fill_pattern(p, n, ++seed);
+    before_fork.push_back({p, n, seed});
+  }
+  for (int i = 0; i < 8; ++i) {
+    const long seen = work.load();
+    while (work.load() < seen + 2000)  // the threads are busy right now
+      std::this_thread::yield();
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) forked_child(before_fork);
+    expect_child_succeeded(pid, "child forked while 4 threads allocate");
+    // The parent keeps working.
+    for (int k = 0; k < 1000; ++k)
+      mp_free(mp_malloc(static_cast<std::size_t>(k) * 13 + 1));
+  }
+  stop = true;
+  for (std::thread& th : threads)
+    th.join();
+  EXPECT_EQ(corrupted.load(), 0);
+  for (const Known& b : before_fork) {
+    EXPECT_EQ(first_mismatch(b.p, b.n, b.seed), kNoMismatch);
+    deallocate(b.p);
+  }
+}
+
+}  // namespace
+}  // namespace mempool

@@ -1,0 +1,153 @@
+// Helpers shared by the heap tests: block patterns, sanitizer detection, the
+// resident set size.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMPOOL_TEST_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define MEMPOOL_TEST_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMPOOL_TEST_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define MEMPOOL_TEST_TSAN 1
+#endif
+#endif
+#ifndef MEMPOOL_TEST_ASAN
+#define MEMPOOL_TEST_ASAN 0
+#endif
+#ifndef MEMPOOL_TEST_TSAN
+#define MEMPOOL_TEST_TSAN 0
+#endif
+
+namespace heap_test {
+
+inline constexpr bool kAsan = MEMPOOL_TEST_ASAN != 0;
+inline constexpr bool kTsan = MEMPOOL_TEST_TSAN != 0;
+// Sanitizers slow everything down several times and reserve terabytes of address
+// space for their shadow memory.
+inline constexpr bool kSanitized = kAsan || kTsan;
+
+inline constexpr std::size_t kKiB = 1024;
+inline constexpr std::size_t kMiB = 1024 * kKiB;
+inline constexpr std::size_t kGiB = 1024 * kMiB;
+inline constexpr std::size_t kNoMismatch = SIZE_MAX;
+
+// The 8-byte word at index i of the pattern of `seed`: different for every word
+// of a block and for every block, so a block handed out twice, a shifted copy or
+// a stray write all show.
+constexpr std::uint64_t pattern_word(std::uint64_t seed, std::size_t i) noexcept {
+  std::uint64_t x = seed * 0xD1B54A32D192ED03ull + i * 0x9E3779B97F4A7C15ull + 1;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return x;
+}
+
+constexpr std::uint8_t pattern_byte(std::uint64_t seed, std::size_t k) noexcept {
+  return static_cast<std::uint8_t>(pattern_word(seed, k / 8) >> (8 * (k % 8)));
+}
+
+// Writes the pattern over bytes [0, n) of p (any alignment).
+inline void fill_pattern(void* p, std::size_t n, std::uint64_t seed) noexcept {
+  auto* b = static_cast<unsigned char*>(p);
+  const std::size_t words = n / 8;
+  for (std::size_t i = 0; i < words; ++i) {
+    const std::uint64_t w = pattern_word(seed, i);
+    std::memcpy(b + 8 * i, &w, 8);
+  }
+  for (std::size_t k = 8 * words; k < n; ++k)
+    b[k] = pattern_byte(seed, k);
+}
+
+// The offset of the first byte of [0, n) that differs from the pattern, or
+// kNoMismatch. With stride > 1 only every stride-th word is read, plus the first
+// and last 4 KiB (for big blocks under slow sanitizers).
+inline std::size_t first_mismatch(const void* p, std::size_t n, std::uint64_t seed,
+                                  std::size_t stride = 1) noexcept {
+  const auto* b = static_cast<const unsigned char*>(p);
+  const std::size_t words = n / 8;
+  for (std::size_t i = 0; i < words;) {
+    std::uint64_t w;
+    std::memcpy(&w, b + 8 * i, 8);
+    if (w != pattern_word(seed, i)) {
+      for (std::size_t k = 8 * i;; ++k) {
+        if (b[k] != pattern_byte(seed, k)) return k;
+      }
+    }
+    const bool edge = i < 512 || i + 512 >= words;
+    i += edge ? 1 : stride;
+  }
+  for (std::size_t k = 8 * words; k < n; ++k) {
+    if (b[k] != pattern_byte(seed, k)) return k;
+  }
+  return kNoMismatch;
+}
+
+// Resident memory of this process in bytes (VmRSS), 0 if unreadable.
+inline std::size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  std::size_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "VmRSS:", 6) == 0) {
+      kib = std::strtoull(line + 6, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+// Virtual size of this process in bytes (VmSize), 0 if unreadable.
+inline std::size_t virtual_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  std::size_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "VmSize:", 7) == 0) {
+      kib = std::strtoull(line + 7, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+// "0x7f3a2c001040", as the misuse report writes a pointer.
+inline std::string hex_pointer(const void* p) {
+  char buf[2 + 2 * sizeof(std::uintptr_t) + 1];
+  std::snprintf(buf, sizeof buf, "0x%llx",
+                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+  return buf;
+}
+
+// The first pair of overlapping ranges {start, length} in `blocks` (which it
+// sorts), as indices into the sorted vector; {0, 0} when all are disjoint.
+inline std::pair<std::size_t, std::size_t> find_overlap(
+    std::vector<std::pair<const void*, std::size_t>>& blocks) {
+  std::sort(blocks.begin(), blocks.end());
+  for (std::size_t i = 1; i < blocks.size(); ++i) {
+    const auto prev_end = reinterpret_cast<std::uintptr_t>(blocks[i - 1].first) +
+                          std::max<std::size_t>(blocks[i - 1].second, 1);
+    if (prev_end > reinterpret_cast<std::uintptr_t>(blocks[i].first)) return {i - 1, i};
+  }
+  return {0, 0};
+}
+
+}  // namespace heap_test
