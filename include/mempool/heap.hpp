@@ -34,7 +34,9 @@ namespace mempool {
 
 // Size-free: any pointer that allocate/try_allocate returned; nullptr does nothing.
 void deallocate(void* p) noexcept;
-// Sized: n must be the size asked for (or anything up to usable_size(p)).
+// Sized: n must be the size asked for (or anything up to usable_size(p)). A block
+// from an aligned allocate must be freed with its alignment (the three-argument
+// form), or without a size: deallocate(p, n) would name the wrong class.
 void deallocate(void* p, std::size_t n) noexcept;
 void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept;
 

@@ -56,8 +56,11 @@ void* mp_realloc(void* p, size_t size) noexcept {
     // In place while the size stays in the block's class, so that a sized free
     // with the new size still names the right class.
     if (size <= kHeapSmallMax && heap_class_of(size) == s->size_class) return p;
-  } else if (heap_resize_in_place(p, s, size) || (size <= usable && size > usable / 2)) {
-    return p;  // large: pages trimmed or taken from the free span after it
+  } else if (size > kHeapSmallMax &&
+             (heap_resize_in_place(p, s, size) || (size <= usable && size > usable / 2))) {
+    // Large stays large (a sized free of the new size looks the block up): pages
+    // trimmed or taken from the free span after it, or kept.
+    return p;
   }
   void* q = heap_allocate(size);
   if (q == nullptr) return fail_enomem();  // p is untouched

@@ -10,7 +10,8 @@ constinit CentralCache g_central_cache;
 
 Span* CentralCache::new_span(std::size_t c) noexcept {
   const HeapClassInfo& info = kHeapClasses[c];
-  Span* s = g_page_heap.allocate(info.span_pages);
+  // The page heap sets the state under its lock: it reads its neighbours' states.
+  Span* s = g_page_heap.allocate(info.span_pages, 1, SpanState::kSmall);
   if (s == nullptr) return nullptr;
   if constexpr (kChecked) {
     const std::size_t words = (info.capacity + 63) / 64;
@@ -28,7 +29,6 @@ Span* CentralCache::new_span(std::size_t c) noexcept {
   s->allocated = 0;
   s->free_blocks = nullptr;
   s->start_divisor = s->start * info.divisor;
-  s->state = SpanState::kSmall;
   s->size_class = static_cast<std::uint8_t>(c);
   // The free path reads the class from the page map: tag every page.
   g_page_map.set_range(s->first_page(), s->pages, s);
@@ -39,7 +39,7 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
                                        FreeBlock** first) noexcept {
   const HeapClassInfo& info = kHeapClasses[c];
   Class& k = classes_[c];
-  std::lock_guard<std::mutex> lock(k.mutex);
+  std::lock_guard<Lock> lock(k.mutex);
   if (want >= info.batch && k.batch_count > 0) {
     *first = k.batches[--k.batch_count];
     return info.batch;
@@ -112,7 +112,7 @@ void CentralCache::insert_range(std::size_t c, FreeBlock* first, std::size_t cou
   Class& k = classes_[c];
   Span* empty = nullptr;
   {
-    std::lock_guard<std::mutex> lock(k.mutex);
+    std::lock_guard<Lock> lock(k.mutex);
     if (count == info.batch && k.batch_count < info.max_slots) {
       k.batches[k.batch_count++] = first;
       return;
@@ -127,7 +127,7 @@ void CentralCache::drain() noexcept {
     Class& k = classes_[c];
     Span* empty = nullptr;
     {
-      std::lock_guard<std::mutex> lock(k.mutex);
+      std::lock_guard<Lock> lock(k.mutex);
       while (k.batch_count > 0)
         release_to_spans(k, k.batches[--k.batch_count], kHeapClasses[c].batch, &empty);
     }
@@ -137,7 +137,7 @@ void CentralCache::drain() noexcept {
 
 CentralClassCounts CentralCache::counts(std::size_t c) const noexcept {
   const Class& k = classes_[c];
-  std::lock_guard<std::mutex> lock(k.mutex);
+  std::lock_guard<Lock> lock(k.mutex);
   CentralClassCounts n;
   n.spans = k.spans;
   n.blocks_out = k.blocks_out;

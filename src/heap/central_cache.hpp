@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "mempool/detail/lock.hpp"
+
 #include "class_info.hpp"
 #include "mempool/detail/free_list.hpp"
 #include "mempool/detail/platform.hpp"
@@ -41,7 +43,7 @@ class CentralCache {
 
  private:
   struct alignas(kCacheLine) Class {
-    mutable std::mutex mutex;
+    mutable Lock mutex;
     std::uint32_t batch_count = 0;
     FreeBlock* batches[kMaxCentralSlots] = {};
     SpanList nonempty;  // spans with a free block (allocated < capacity)

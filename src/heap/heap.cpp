@@ -152,21 +152,26 @@ void* heap_allocate_slow(std::size_t n) noexcept {
   return allocate_large(n, kHeapPageSize);
 }
 
-void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
-  if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
+// The class an aligned request gets: 0 for a large span. Blocks sit at span
+// start (page-aligned) + k x size, so a class whose size is a multiple of the
+// alignment gives aligned blocks; the power of two at or above max(n, alignment)
+// is such a class, so the search is short.
+std::size_t aligned_class(std::size_t n, std::size_t alignment) noexcept {
   if (alignment <= kMinAlignLarge) {
     // Classes of 16 bytes and more are 16-byte aligned; only the 8-byte class is not.
-    return heap_allocate(alignment > 8 && n < 16 ? 16 : n);
+    const std::size_t m = alignment > 8 && n < 16 ? 16 : n;
+    return m <= kHeapSmallMax ? heap_class_of(m) : 0;
   }
-  if (alignment <= kHeapPageSize && n <= kHeapSmallMax) {
-    // Blocks sit at span start (page-aligned) + k x size: a class whose size is a
-    // multiple of the alignment gives aligned blocks. The power of two at or above
-    // max(n, alignment) is such a class, so the search is short.
-    std::size_t c = heap_class_of(n < alignment ? alignment : n);
-    while (kHeapClasses[c].size % alignment != 0)
-      ++c;
-    return heap_allocate_class(c);
-  }
+  if (alignment > kHeapPageSize || n > kHeapSmallMax) return 0;
+  std::size_t c = heap_class_of(n < alignment ? alignment : n);
+  while (kHeapClasses[c].size % alignment != 0)
+    ++c;
+  return c;
+}
+
+void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
+  if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
+  if (const std::size_t c = aligned_class(n, alignment); c != 0) return heap_allocate_class(c);
   return allocate_large(n == 0 ? 1 : n, alignment);
 }
 
@@ -202,6 +207,15 @@ void heap_free_slow(void* p, Span* s) noexcept {
   if (reinterpret_cast<std::uintptr_t>(p) != s->start)
     heap_misuse(p, "free of a pointer into the middle of a block");
   free_large(s);
+}
+
+void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) noexcept {
+  if (p == nullptr) return;
+  const Span* s = heap_block_span(p);
+  const std::size_t c = aligned_class(n, alignment);
+  if (n > heap_usable_size(p) || c != s->size_class)
+    heap_misuse(p, "sized free with a size that is not the block's");
+  heap_free(p);
 }
 
 void heap_free_sized_checked(void* p, std::size_t n) noexcept {
@@ -290,9 +304,13 @@ void deallocate(void* p, std::size_t n) noexcept {
 }
 
 void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept {
-  (void)n;
-  (void)alignment;
-  detail::heap_free(p);  // the class may differ from n's: look it up
+  if constexpr (detail::kChecked) {
+    detail::heap_free_aligned_checked(p, n, static_cast<std::size_t>(alignment));
+  } else {
+    (void)n;
+    (void)alignment;
+    detail::heap_free(p);  // the class may differ from n's: look it up
+  }
 }
 
 std::size_t usable_size(const void* p) noexcept {

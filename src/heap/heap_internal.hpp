@@ -22,6 +22,7 @@ void* heap_allocate_slow(std::size_t n) noexcept;  // n > kHeapSmallMax
 void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
 void heap_free_slow(void* p, Span* s) noexcept;  // nullptr, large, foreign or misused
 void heap_free_sized_checked(void* p, std::size_t n) noexcept;
+void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) noexcept;
 [[noreturn]] void heap_misuse(const void* p, const char* problem) noexcept;
 void checked_on_allocate(void* p) noexcept;
 void checked_on_free(void* p, Span* s) noexcept;

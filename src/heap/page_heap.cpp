@@ -117,7 +117,7 @@ void PageHeap::insert_free(Span* s) noexcept {
   list(s);
 }
 
-Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages) noexcept {
+Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState state) noexcept {
   const std::size_t want = pages + align_pages - 1;
   if (pages == 0 || want < pages) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -147,7 +147,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages) noexcept {
     }
   }
   s->released = false;
-  s->state = SpanState::kLarge;
+  s->state = state;
   s->size_class = 0;
   g_page_map.set_range(s->first_page(), s->pages, s);
   span_bytes_in_use_ += s->bytes();

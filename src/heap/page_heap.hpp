@@ -23,9 +23,10 @@ struct PageHeapStats {
 class PageHeap {
  public:
   // A span of `pages` pages whose start is a multiple of align_pages (a power of
-  // two), in state kLarge with every page mapped to it; nullptr when the OS
-  // refuses memory.
-  Span* allocate(std::size_t pages, std::size_t align_pages = 1) noexcept;
+  // two), in `state` (kLarge, or kSmall for the central cache) with every page
+  // mapped to it; nullptr when the OS refuses memory.
+  Span* allocate(std::size_t pages, std::size_t align_pages = 1,
+                 SpanState state = SpanState::kLarge) noexcept;
   // Takes back a span from allocate (kSmall or kLarge).
   void free(Span* s) noexcept;
   // Shrinks or grows a kLarge span in place to `pages` (growing takes the free

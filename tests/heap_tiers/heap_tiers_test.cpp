@@ -25,9 +25,15 @@ TEST(HeapSizeClasses, EveryClassHoldsItsSizesWithBoundedWaste) {
     const std::size_t size = heap_class_bytes(c);
     ASSERT_GE(size, n);
     ASSERT_TRUE(c == 1 || heap_class_bytes(c - 1) < n) << "smallest class that fits " << n;
-    if (n >= 16) ASSERT_EQ(size % 16, 0u) << "16-byte alignment needs 16-byte multiples";
-    if (n > 128) ASSERT_LE((size - n) * 8, n) << "waste above 12.5% at " << n;
-    if (n > 64 && n <= 128) ASSERT_LT(size - n, 16u) << "16-byte steps up to 128: " << n;
+    if (n >= 16) {
+      ASSERT_EQ(size % 16, 0u) << "16-byte alignment needs 16-byte multiples";
+    }
+    if (n > 128) {
+      ASSERT_LE((size - n) * 8, n) << "waste above 12.5% at " << n;
+    }
+    if (n > 64 && n <= 128) {
+      ASSERT_LT(size - n, 16u) << "16-byte steps up to 128: " << n;
+    }
   }
 }
 
@@ -128,7 +134,9 @@ TEST(HeapPageHeap, ResizeInPlaceAndReleaseToTheOs) {
   // Released pages read as zeros when handed out again.
   Span* again = g_page_heap.allocate(10);
   ASSERT_NE(again, nullptr);
-  if (again->start == start) EXPECT_EQ(reinterpret_cast<unsigned char*>(again->start)[0], 0);
+  if (again->start == start) {
+    EXPECT_EQ(reinterpret_cast<unsigned char*>(again->start)[0], 0);
+  }
   g_page_heap.free(again);
 }
 
@@ -139,7 +147,8 @@ TEST(HeapCentralCache, KeepsFullBatchesAndReturnsEmptySpans) {
   FreeBlock* first = nullptr;
   ASSERT_EQ(g_central_cache.remove_range(c, batch, &first), batch);
   std::size_t n = 0;
-  for (FreeBlock* b = first; b != nullptr; b = b->next) ++n;
+  for (FreeBlock* b = first; b != nullptr; b = b->next)
+    ++n;
   EXPECT_EQ(n, batch) << "a nullptr-terminated chain of the blocks asked for";
   EXPECT_EQ(g_central_cache.counts(c).blocks_out, before.blocks_out + batch);
   g_central_cache.insert_range(c, first, batch);  // a full batch is kept whole
