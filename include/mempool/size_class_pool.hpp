@@ -67,10 +67,11 @@ class SizeClassPool {
   [[nodiscard]] static constexpr std::size_t block_size(std::size_t n) noexcept {
     return n - 1 < detail::kSizeClassMax ? detail::size_class_bytes(detail::size_class_of(n)) : n;
   }
-  // The alignment of a block for n bytes (16 above 512 bytes: the heap's).
+  // The alignment of a block for n bytes (above 512 bytes and for 0: the heap's,
+  // 16, or 8 for allocate(0)).
   [[nodiscard]] static constexpr std::size_t alignment(std::size_t n) noexcept {
     return n - 1 < detail::kSizeClassMax ? detail::size_class_alignment(detail::size_class_of(n))
-                                         : alignof(std::max_align_t);
+                                         : Heap::alignment(n);
   }
 
   // p is a block of one of the classes (live or free).
