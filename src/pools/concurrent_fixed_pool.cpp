@@ -53,8 +53,18 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
     if (s.free.empty()) return;  // never used here: don't touch its page
     while (s.count >= batch)
       give_batch(s);
-    singles.push_chain(s.free.take_all());
+    const detail::FreeChain rest = s.free.take_all();
+    depot_add(rest.count);
+    singles.push_chain(rest);
     s.count = 0;
+  }
+
+  // Blocks in the depot, for live_blocks(): updated on every slow-path move.
+  void depot_add(std::size_t n) noexcept {
+    depot_blocks.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+  }
+  void depot_sub(std::size_t n) noexcept {
+    depot_blocks.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
   }
 
   // Moves `batch` blocks from the shard (which holds at least that many) to the
@@ -63,6 +73,7 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
   void give_batch(Shard& s) noexcept {
     detail::FreeChain chain = s.free.pop_chain(batch);
     s.count -= static_cast<std::uint32_t>(chain.count);
+    depot_add(chain.count);
     if (whole_batches) {
       chain.last->next = nullptr;
       batches.push(chain.first);
@@ -76,6 +87,7 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
   bool take_from_depot(Shard& s) noexcept {
     if (whole_batches) {
       if (detail::FreeBlock* first = batches.pop()) {
+        depot_sub(batch);
         s.free.assign(first);
         s.count = static_cast<std::uint32_t>(batch);
         return true;
@@ -84,6 +96,7 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
     for (std::size_t i = 0; i < batch; ++i) {
       void* p = singles.pop();
       if (p == nullptr) break;
+      depot_sub(1);
       s.free.push(p);
       ++s.count;
     }
@@ -107,16 +120,20 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
     const detail::FreeChain loose = singles.pop_all();
     n += loose.count;
     all.push_chain(loose);
+    depot_sub(n);
     std::vector<void*> blocks;
     try {
       blocks.reserve(n);
     } catch (const std::bad_alloc&) {
+      depot_add(n);
       singles.push_chain(all.take_all());  // no memory to sort them: release nothing
       return 0;
     }
     for (detail::FreeBlock* b = all.head(); b != nullptr; b = b->next)
       blocks.push_back(b);
     const std::size_t released = arena.release_free_chunks(blocks);
+    carved.fetch_sub(n - blocks.size(), std::memory_order_relaxed);  // unmapped with their chunks
+    depot_add(blocks.size());
     std::size_t i = 0;
     for (; whole_batches && blocks.size() - i >= batch; i += batch) {
       batches.push(link(blocks, i, i + batch).first);
@@ -144,7 +161,9 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
   // Cold: fresh blocks under the growth mutex. Empty when the OS refuses.
   detail::FreeChain grow(std::size_t n) noexcept {
     std::lock_guard<std::mutex> lock(grow_mutex);
-    return arena.carve(n);
+    detail::FreeChain chain = arena.carve(n);
+    carved.fetch_add(chain.count, std::memory_order_relaxed);
+    return chain;
   }
 
   // The depot: full batches (exactly `batch` blocks each, nullptr-terminated), and
@@ -157,9 +176,9 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
   Shard* shards;             // kThreadSlots shards, mapped (zero pages until touched)
   std::size_t batch;
   bool whole_batches;
-  // Counts for threads without a shard of their own (kSharedSlot).
-  std::atomic<std::uint64_t> shared_allocations{0};
-  std::atomic<std::uint64_t> shared_frees{0};
+  // live_blocks() = carved - depot_blocks - the blocks in the shards.
+  std::atomic<std::uint64_t> carved{0};
+  std::atomic<std::int64_t> depot_blocks{0};
 };
 
 ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t alignment) {
@@ -203,9 +222,11 @@ void* ConcurrentFixedPool::allocate_slow() noexcept {
     // No shard of its own: one block at a time from the depot, or a fresh batch
     // whose surplus goes to the depot.
     void* p = st.singles.pop();
+    if (p != nullptr) st.depot_sub(1);
     if (p == nullptr && st.whole_batches) {
       if (detail::FreeBlock* first = st.batches.pop()) {
         p = first;
+        st.depot_sub(1);  // the rest of the batch stays in the depot, as singles
         st.singles.push_chain(detail::chain_from(first->next));
       }
     }
@@ -214,10 +235,10 @@ void* ConcurrentFixedPool::allocate_slow() noexcept {
       if (fresh.empty()) return nullptr;
       p = fresh.first;
       if (fresh.count > 1) {
+        st.depot_add(fresh.count - 1);
         st.singles.push_chain(detail::FreeChain{fresh.first->next, fresh.last, fresh.count - 1});
       }
     }
-    st.shared_allocations.fetch_add(1, std::memory_order_relaxed);
     if constexpr (detail::kChecked) mark_allocated(p);
     return p;
   }
@@ -243,7 +264,7 @@ void ConcurrentFixedPool::deallocate_slow(void* p) noexcept {
   if (slot == detail::kNoSlotYet) slot = detail::acquire_thread_slot();
   State& st = *state_;
   if (slot == detail::kSharedSlot) {
-    st.shared_frees.fetch_add(1, std::memory_order_relaxed);
+    st.depot_add(1);
     st.singles.push(p);
     return;
   }
@@ -286,14 +307,21 @@ std::size_t ConcurrentFixedPool::batch_size() const noexcept {
 
 std::uint64_t ConcurrentFixedPool::live_blocks() const noexcept {
   const State& st = *state_;
-  std::uint64_t allocations = st.shared_allocations.load(std::memory_order_relaxed);
-  std::uint64_t frees = st.shared_frees.load(std::memory_order_relaxed);
+  // Shards first, then the depot, then carved: a block moving meanwhile is more
+  // likely counted twice as free than missed, and the result is clamped at 0.
+  std::int64_t cached = 0;
   // Reading a shard no thread ever used maps the shared zero page: no memory.
-  for (std::uint32_t slot = 0; slot < detail::kThreadSlots; ++slot) {
-    allocations += shards_[slot].allocations.load(std::memory_order_relaxed);
-    frees += shards_[slot].frees.load(std::memory_order_relaxed);
+  for (std::uint32_t slot = 1; slot < detail::kSharedSlot; ++slot) {
+#if defined(__SANITIZE_THREAD__)
+    cached += shards_[slot].count.load(std::memory_order_relaxed);
+#else
+    cached += __atomic_load_n(&shards_[slot].count, __ATOMIC_RELAXED);
+#endif
   }
-  return allocations >= frees ? allocations - frees : 0;  // racy sums may cross
+  const std::int64_t depot = st.depot_blocks.load(std::memory_order_relaxed);
+  const auto carved = static_cast<std::int64_t>(st.carved.load(std::memory_order_relaxed));
+  const std::int64_t live = carved - depot - cached;
+  return live > 0 ? static_cast<std::uint64_t>(live) : 0;
 }
 
 std::size_t ConcurrentFixedPool::release() noexcept {
