@@ -16,10 +16,11 @@ namespace mempool::detail {
 
 struct HeapClassInfo {
   std::uint32_t size = 0;
-  std::uint32_t batch = 0;       // blocks per transfer: 64 KiB worth, between 2 and 64
-  std::uint32_t span_pages = 0;  // pages per span
-  std::uint32_t capacity = 0;    // blocks per span
-  std::uint32_t max_slots = 0;   // full batches the central cache keeps: 1 MiB worth, 1 to 64
+  std::uint32_t batch = 0;        // blocks per transfer: 64 KiB worth, between 2 and 64
+  std::uint32_t least_fetch = 0;  // fewest blocks a refill takes: 1 KiB worth
+  std::uint32_t span_pages = 0;   // pages per span
+  std::uint32_t capacity = 0;     // blocks per span
+  std::uint32_t max_slots = 0;    // full batches the central cache keeps: 1 MiB worth, 1 to 64
   std::uint64_t divisor = 0;
 };
 
@@ -29,6 +30,8 @@ constexpr HeapClassInfo make_heap_class_info(std::size_t c) noexcept {
   const std::size_t size = heap_class_bytes(c);
   info.size = static_cast<std::uint32_t>(size);
   info.batch = static_cast<std::uint32_t>(std::clamp<std::size_t>(64 * 1024 / size, 2, 64));
+  info.least_fetch =
+      static_cast<std::uint32_t>(std::clamp<std::size_t>(1024 / size, 1, info.batch));
   // At least 8 KiB and 8 blocks per span, then more pages until the unusable tail
   // is at most 1/16 of the span.
   std::size_t pages = std::max<std::size_t>(1, (8 * size + kHeapPageSize - 1) / kHeapPageSize);
