@@ -187,6 +187,8 @@ TEST(PoolResource, PmrContainersAndAlignedRequests) {
     EXPECT_GT(pool.live(), 0);
     void* p = res.allocate(40, 64);
     EXPECT_TRUE(aligned(p, 64)) << "over-aligned requests are never misaligned";
+    EXPECT_FALSE(pool.owns(p));
+    EXPECT_TRUE(mempool::owns(p)) << "what the pool cannot align comes from the general heap";
     res.deallocate(p, 40, 64);
     void* q = res.allocate(48, 16);
     EXPECT_TRUE(pool.owns(q));

@@ -4,8 +4,8 @@
 // A "pool" here is anything with allocate(bytes) and deallocate(p, bytes), such
 // as SizeClassPool. If it also has a static or member alignment(bytes), requests
 // that need more alignment than it gives go to its allocate(bytes, align_val_t)
-// when it has one (the heap), to the aligned ::operator new otherwise, so a block
-// is never misaligned; a pool without alignment(bytes) is assumed to give
+// when it has one (the heap), to the general heap's aligned allocate otherwise, so
+// a block is never misaligned; a pool without alignment(bytes) is assumed to give
 // alignof(std::max_align_t), like malloc. The choice depends only on (bytes,
 // alignment), so a free always takes the path its allocation took.
 //
@@ -43,7 +43,7 @@ void* pool_allocate(Pool& pool, std::size_t bytes, std::size_t alignment) {
     if constexpr (requires { pool.allocate(bytes, std::align_val_t{alignment}); }) {
       return pool.allocate(bytes, std::align_val_t{alignment});
     } else {
-      return ::operator new (bytes, std::align_val_t{alignment});
+      return mempool::allocate(bytes, std::align_val_t{alignment});  // the general heap
     }
   }
   return pool.allocate(bytes);
@@ -55,7 +55,7 @@ void pool_deallocate(Pool& pool, void* p, std::size_t bytes, std::size_t alignme
     if constexpr (requires { pool.deallocate(p, bytes, std::align_val_t{alignment}); }) {
       pool.deallocate(p, bytes, std::align_val_t{alignment});
     } else {
-      sized_operator_delete(p, bytes, std::align_val_t{alignment});
+      mempool::deallocate(p, bytes, std::align_val_t{alignment});
     }
     return;
   }
@@ -188,8 +188,7 @@ template <class T, class... Args>
 }
 
 // A std::pmr::memory_resource over a pool, which must outlive it. Requests for
-// more alignment than the pool gives (allocate(n, 64)) go to the aligned
-// ::operator new.
+// more alignment than the pool gives (allocate(n, 64)) go to the general heap.
 template <class Pool>
 class PoolResource final : public std::pmr::memory_resource {
  public:
