@@ -70,6 +70,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.hpp"
+
 #if MEMPOOL_BENCH_HAVE_CALLGRIND
 #include <valgrind/callgrind.h>
 #endif
@@ -540,11 +542,8 @@ struct Options {
 }
 
 std::size_t parse_count(const char* s) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v == 0) usage_error("expected a positive number");
-  return static_cast<std::size_t>(v);
+  if (const auto v = mempool_bench::parse_positive(s)) return *v;
+  usage_error("expected a positive number");
 }
 
 std::size_t default_ops(std::string_view w) {

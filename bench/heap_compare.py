@@ -51,6 +51,8 @@ import subprocess
 import sys
 import time
 
+from instructions import total_ir  # bench/instructions.py: reads a callgrind.out total
+
 LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
             "/usr/lib64", "/usr/lib", "/usr/local/lib"]
 # Peer -> (library file names to look for, in order of preference; Debian package).
@@ -307,19 +309,6 @@ def check_targets(key, med, targets):
             targets.append((f"{name} prodcons: resident set flat (10% "
                             f"{m['rss_start_kib']:.0f} KiB, end {m['rss_end_kib']:.0f} KiB)",
                             m["flat"]))
-
-
-def total_ir(path):
-    summary = None
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("totals:"):
-                return int(line.split()[1])
-            if line.startswith("summary:"):
-                summary = int(line.split()[1])
-    if summary is None:
-        raise ValueError(f"no totals or summary line in {path}")
-    return summary
 
 
 def callgrind_table(allocators, out_dir, pairs, targets):

@@ -62,6 +62,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "mempool/size_class_pool.hpp"
 
 extern char** environ;
@@ -237,11 +238,8 @@ Times run_child(std::string_view allocator, bool small, int threads, std::size_t
 }
 
 std::size_t parse_count(const char* s) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v == 0) usage_error("expected a positive number");
-  return static_cast<std::size_t>(v);
+  if (const auto v = mempool_bench::parse_positive(s)) return *v;
+  usage_error("expected a positive number");
 }
 
 std::vector<std::string> split(const std::string& s) {
