@@ -60,7 +60,9 @@ bool parse_flag(const char* text, bool* out) noexcept {
 }
 
 void read_bytes(const char* name, std::size_t minimum, std::size_t* value) noexcept {
-  const char* text = std::getenv(name);
+  // Read once, by the heap's set-up under its init mutex, before any thread of
+  // ours could change the environment.
+  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
   if (text == nullptr) return;
   std::size_t parsed = 0;
   if (!parse_bytes(text, &parsed) || parsed < minimum) {
@@ -71,7 +73,9 @@ void read_bytes(const char* name, std::size_t minimum, std::size_t* value) noexc
 }
 
 void read_flag(const char* name, bool* value) noexcept {
-  const char* text = std::getenv(name);
+  // Read once, by the heap's set-up under its init mutex, before any thread of
+  // ours could change the environment.
+  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
   if (text == nullptr) return;
   if (!parse_flag(text, value)) write_stderr_line("ignoring ", name, "=", text);
 }
@@ -92,9 +96,10 @@ const char* to_decimal(std::size_t v, char (&buf)[24]) noexcept {
 void write_stderr_line(const char* a, const char* b, const char* c, const char* d) noexcept {
   char line[512];
   std::size_t n = 0;
-  for (const char* part : {"mempool: ", a, b, c, d})
+  for (const char* part : {"mempool: ", a, b, c, d}) {
     for (; *part != '\0' && n + 1 < sizeof line; ++part)
       line[n++] = *part;
+  }
   if (n == 0 || line[n - 1] != '\n') line[n++] = '\n';
   [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, n);
 }
@@ -105,7 +110,7 @@ HeapOptions read_heap_options() noexcept {
   read_flag("MEMPOOL_SHOW_STATS", &o.show_stats);
   read_bytes("MEMPOOL_RELEASE_THRESHOLD", 0, &o.release_threshold);
   read_bytes("MEMPOOL_THREAD_CACHE_BYTES", 0, &o.thread_cache_bytes);
-  read_bytes("MEMPOOL_DIRECT_MAP_THRESHOLD", 256 * 1024, &o.direct_map_threshold);
+  read_bytes("MEMPOOL_DIRECT_MAP_THRESHOLD", std::size_t{256} * 1024, &o.direct_map_threshold);
   if (o.verbose) {
     char a[24], b[24], c[24];
     write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),

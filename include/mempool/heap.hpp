@@ -52,7 +52,7 @@ void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept;
 void collect() noexcept;
 
 // The heap's size classes: 1 byte to 256 KiB. Larger requests get whole pages.
-inline constexpr std::size_t kHeapMaxSmallSize = 256 * 1024;
+inline constexpr std::size_t kHeapMaxSmallSize = std::size_t{256} * 1024;
 inline constexpr std::size_t kHeapMaxClasses = 128;
 
 struct HeapClassStats {

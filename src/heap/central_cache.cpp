@@ -63,7 +63,7 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
       ++s->allocated;
     }
     while (got < want && s->carve < s->carve_end) {
-      auto* b = reinterpret_cast<FreeBlock*>(s->carve);
+      auto* b = address_as<FreeBlock>(s->carve);
       s->carve += info.size;
       b->next = head;
       head = b;

@@ -90,7 +90,7 @@ void* allocate_large(std::size_t n, std::size_t alignment) noexcept {
   }
   if (s == nullptr) return nullptr;
   g_large_blocks.fetch_add(1, std::memory_order_relaxed);
-  return reinterpret_cast<void*>(s->start);
+  return address_as(s->start);
 }
 
 void free_large(Span* s) noexcept {
@@ -128,8 +128,7 @@ void describe_pointer(const void* p) noexcept {
                   "heap: details: %p is %zu bytes into a %s span at %p of %zu pages, "
                   "%zu bytes into a block of %zu bytes\n",
                   p, static_cast<std::size_t>(offset), kStates[static_cast<int>(s->state)],
-                  reinterpret_cast<const void*>(s->start), s->pages,
-                  static_cast<std::size_t>(offset % block), block);
+                  address_as(s->start), s->pages, static_cast<std::size_t>(offset % block), block);
   }
   write_stderr_line(line);
 }

@@ -26,8 +26,8 @@ void* MetadataArena::allocate(std::size_t bytes) noexcept {
     return b;
   }
   // Aligned to its own size (a power of two): spans rely on 128-byte alignment.
-  chunk_next_ = reinterpret_cast<char*>(
-      (reinterpret_cast<std::uintptr_t>(chunk_next_) + rounded - 1) & ~(rounded - 1));
+  const auto misalignment = reinterpret_cast<std::uintptr_t>(chunk_next_) & (rounded - 1);
+  if (chunk_next_ != nullptr && misalignment != 0) chunk_next_ += rounded - misalignment;
   if (chunk_next_ > chunk_end_ || static_cast<std::size_t>(chunk_end_ - chunk_next_) < rounded) {
     // The tail of the old chunk is dropped: at most 64 KiB per 1 MiB.
     auto* chunk = static_cast<char*>(os_map(kChunkBytes));

@@ -12,7 +12,7 @@ constinit PageHeap g_page_heap;
 namespace {
 
 Span* span_at_page(std::uintptr_t page) noexcept {
-  return g_page_map.lookup(reinterpret_cast<const void*>(page << kHeapPageShift));
+  return g_page_map.lookup(address_as(page << kHeapPageShift));
 }
 
 // A free span's first and last pages point at it; the pages between are nullptr,
@@ -204,7 +204,7 @@ bool PageHeap::resize(Span* s, std::size_t pages) noexcept {
 
 void PageHeap::release(Span* s) noexcept {
   unlist(s);
-  os_release(reinterpret_cast<void*>(s->start), s->bytes());
+  os_release(address_as(s->start), s->bytes());
   s->released = true;
   list(s);
 }
@@ -252,7 +252,7 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
 }
 
 void PageHeap::unmap_direct(Span* s) noexcept {
-  void* memory = reinterpret_cast<void*>(s->start);
+  void* memory = address_as(s->start);
   const std::size_t bytes = s->bytes();
   {
     std::lock_guard<std::mutex> lock(mutex_);

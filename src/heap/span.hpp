@@ -55,6 +55,13 @@ struct alignas(128) Span {
 };
 
 inline constexpr std::uintptr_t kSpanTagMask = 127;
+
+// The heap computes addresses as integers (page numbers, span starts); this is
+// the one place that turns one back into a pointer.
+template <typename T = void>
+inline T* address_as(std::uintptr_t address) noexcept {
+  return reinterpret_cast<T*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
 static_assert(sizeof(Span) == 128);
 
 // An intrusive doubly linked list of spans.

@@ -21,7 +21,7 @@ constexpr const char* kName = "ConcurrentFixedPool";
 // hundred frees and allocations stays inside the shard (a shard keeps up to two
 // batches), small enough that a shard strands little.
 std::size_t batch_for(std::size_t block_size) noexcept {
-  return std::clamp<std::size_t>(std::size_t{8 * 1024} / block_size, 8, 256);
+  return std::clamp<std::size_t>(std::size_t{8} * 1024 / block_size, 8, 256);
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ static_assert(size_class_alignment(size_class_of(48)) == 16);
 // block of 16 bytes or more is 16-byte aligned), then eight classes per doubling
 // up to 256 KiB: the waste is under 12.5% above 128 bytes and under 16 bytes at
 // or below it.
-inline constexpr std::size_t kHeapSmallMax = 256 * 1024;
+inline constexpr std::size_t kHeapSmallMax = std::size_t{256} * 1024;
 inline constexpr std::size_t kHeapClassCount = 1 + 9 + 11 * 8;  // 98
 
 constexpr std::size_t heap_class_bytes(std::size_t c) noexcept {
