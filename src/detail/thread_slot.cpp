@@ -5,6 +5,8 @@
 #include <mutex>
 #include <type_traits>
 
+#include "mempool/detail/intrusive_list.hpp"
+
 namespace mempool::detail {
 
 constinit thread_local std::uint32_t tls_thread_slot = kNoSlotYet;
@@ -37,33 +39,26 @@ class ThreadSlotRegistry {
   // slot is free for the next thread.
   void release(std::uint32_t slot) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (ThreadExitListener* l = listeners_; l != nullptr; l = l->next_)
+    for (ThreadExitListener* l = listeners_.first(); l != nullptr; l = Listeners::next(l))
       l->on_thread_exit(slot);
     if (slot != kSharedSlot) used_[slot] = false;
   }
 
   void add(ThreadExitListener* l) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    l->prev_ = nullptr;
-    l->next_ = listeners_;
-    if (listeners_ != nullptr) listeners_->prev_ = l;
-    listeners_ = l;
+    listeners_.push_front(l);
   }
 
   void remove(ThreadExitListener* l) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (l->prev_ != nullptr) {
-      l->prev_->next_ = l->next_;
-    } else {
-      listeners_ = l->next_;
-    }
-    if (l->next_ != nullptr) l->next_->prev_ = l->prev_;
-    l->prev_ = l->next_ = nullptr;
+    listeners_.remove(l);
   }
 
  private:
+  using Listeners =
+      IntrusiveList<ThreadExitListener, &ThreadExitListener::prev_, &ThreadExitListener::next_>;
   std::mutex mutex_;
-  ThreadExitListener* listeners_ = nullptr;
+  Listeners listeners_;
   std::bitset<kThreadSlots> used_;
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "mempool/detail/free_list.hpp"
+#include "mempool/detail/intrusive_list.hpp"
 
 namespace mempool::detail {
 
@@ -64,31 +65,7 @@ inline T* address_as(std::uintptr_t address) noexcept {
 }
 static_assert(sizeof(Span) == 128);
 
-// An intrusive doubly linked list of spans.
-class SpanList {
- public:
-  [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
-  [[nodiscard]] Span* first() const noexcept { return head_; }
-
-  void push_front(Span* s) noexcept {
-    s->prev = nullptr;
-    s->next = head_;
-    if (head_ != nullptr) head_->prev = s;
-    head_ = s;
-  }
-
-  void remove(Span* s) noexcept {
-    if (s->prev != nullptr) {
-      s->prev->next = s->next;
-    } else {
-      head_ = s->next;
-    }
-    if (s->next != nullptr) s->next->prev = s->prev;
-    s->prev = s->next = nullptr;
-  }
-
- private:
-  Span* head_ = nullptr;
-};
+// The page heap's free lists and the central cache's lists of spans.
+using SpanList = IntrusiveList<Span, &Span::prev, &Span::next>;
 
 }  // namespace mempool::detail

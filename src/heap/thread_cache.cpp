@@ -7,6 +7,7 @@
 #include "central_cache.hpp"
 #include "class_info.hpp"
 #include "heap_internal.hpp"
+#include "mempool/detail/intrusive_list.hpp"
 
 namespace mempool::detail {
 
@@ -15,7 +16,6 @@ constinit thread_local ThreadCache tls_thread_cache __attribute__((tls_model("in
 namespace {
 
 constinit std::mutex g_registry_mutex;
-constinit ThreadCache* g_registry_head = nullptr;
 constinit std::size_t g_budget = std::size_t{2} << 20;
 pthread_key_t g_exit_key;
 constinit bool g_have_exit_key = false;
@@ -31,30 +31,27 @@ void thread_exit_hook(void* cache) {
 
 class ThreadCacheRegistry {
  public:
+  using List = IntrusiveList<ThreadCache, &ThreadCache::prev_, &ThreadCache::next_>;
+
   static void add(ThreadCache* t) noexcept {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
-    t->prev_ = nullptr;
-    t->next_ = g_registry_head;
-    if (g_registry_head != nullptr) g_registry_head->prev_ = t;
-    g_registry_head = t;
+    caches().push_front(t);
   }
   static void remove(ThreadCache* t) noexcept {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
-    if (t->prev_ != nullptr) {
-      t->prev_->next_ = t->next_;
-    } else if (g_registry_head == t) {
-      g_registry_head = t->next_;
-    }
-    if (t->next_ != nullptr) t->next_->prev_ = t->prev_;
-    t->prev_ = t->next_ = nullptr;
+    if (t->prev_ != nullptr || caches().first() == t) caches().remove(t);  // a member only
   }
-  static ThreadCache* next(const ThreadCache* t) noexcept { return t->next_; }
+  static ThreadCache* first() noexcept { return caches().first(); }
+  static ThreadCache* next(const ThreadCache* t) noexcept { return List::next(t); }
   static void reset_to(ThreadCache* survivor) noexcept {
-    g_registry_head = nullptr;
-    if (survivor->state_ == ThreadCacheState::kActive) {
-      survivor->prev_ = survivor->next_ = nullptr;
-      g_registry_head = survivor;
-    }
+    caches().clear();
+    if (survivor->state_ == ThreadCacheState::kActive) caches().push_front(survivor);
+  }
+
+ private:
+  static List& caches() noexcept {
+    static constinit List list;
+    return list;
   }
 };
 
@@ -185,7 +182,8 @@ void ThreadCache::on_thread_exit() noexcept {
 
 void ThreadCache::for_each(void (*f)(const ThreadCache&, void*), void* context) noexcept {
   std::lock_guard<std::mutex> lock(g_registry_mutex);
-  for (ThreadCache* t = g_registry_head; t != nullptr; t = ThreadCacheRegistry::next(t))
+  for (ThreadCache* t = ThreadCacheRegistry::first(); t != nullptr;
+       t = ThreadCacheRegistry::next(t))
     f(*t, context);
 }
 
