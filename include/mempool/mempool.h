@@ -28,6 +28,10 @@ void mp_free(void* p) MEMPOOL_NOEXCEPT;
 void* mp_aligned_alloc(size_t alignment, size_t size) MEMPOOL_NOEXCEPT;
 int mp_posix_memalign(void** out, size_t alignment, size_t size) MEMPOOL_NOEXCEPT;
 size_t mp_usable_size(const void* p) MEMPOOL_NOEXCEPT;
+/* 1 when p points into the heap's blocks (handed out, or freed and cached), 0
+ * otherwise; any pointer may be asked about (a page-map lookup, no lock). In a
+ * program with mempool as malloc this tells whether malloc's memory is mempool's. */
+int mp_owns(const void* p) MEMPOOL_NOEXCEPT;
 /* Gives free memory back to the OS now (see mempool::collect). */
 void mp_collect(void) MEMPOOL_NOEXCEPT;
 /* Writes the heap statistics as a table to `out` (stderr when NULL). */

@@ -90,6 +90,10 @@ size_t mp_usable_size(const void* p) noexcept {
   return heap_usable_size(p);
 }
 
+int mp_owns(const void* p) noexcept {
+  return mempool::owns(p) ? 1 : 0;
+}
+
 void mp_collect(void) noexcept {
   mempool::collect();
 }

@@ -1,6 +1,8 @@
 // The heap's public C++ API, its cold paths (large blocks, misuse, checked-build
 // bookkeeping) and its set-up: options, the thread-exit key, fork handlers.
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>  // environ
 
 #include <atomic>
 #include <cstdio>
@@ -48,22 +50,42 @@ void after_fork_in_child() noexcept {
   after_fork_in_parent();
 }
 
+// MEMPOOL_SHOW_STATS=1 prints to a copy of stderr's descriptor taken at start:
+// a program may close stderr before the exit handlers run (GNU tools' atexit
+// close_stdout closes it), and the statistics must still come out.
+constinit int g_stats_fd = STDERR_FILENO;
+
 void print_stats_at_exit() noexcept {
-  mp_stats_print(stderr);
+  print_heap_stats(nullptr, g_stats_fd);
 }
 
-// Cold: reads the options and creates the thread-exit key, once.
+// Reads the MEMPOOL_* variables and applies them, once; g_init_mutex held.
+// Returns whether to print statistics at exit. The heap as the process's malloc
+// may start before libc has set up `environ` (the dynamic loader allocates
+// first): then nothing is read yet, and heap_read_options() comes back later.
+constinit bool g_options_read = false;
+bool apply_options() noexcept {
+  if (g_options_read || environ == nullptr) return false;
+  g_options_read = true;
+  const HeapOptions options = read_heap_options();
+  g_page_heap.set_release_threshold(options.release_threshold);
+  set_thread_cache_budget(options.thread_cache_bytes);
+  g_direct_map_threshold = options.direct_map_threshold;
+  g_verbose = options.verbose;
+  if (options.show_stats) {
+    const int copy = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (copy >= 0) g_stats_fd = copy;
+  }
+  return options.show_stats;
+}
+
+// Cold: the options and the thread-exit key, once.
 MEMPOOL_COLD void heap_init() noexcept {
   bool show_stats = false;
   {
     std::lock_guard<std::mutex> lock(g_init_mutex);
     if (g_ready.load(std::memory_order_relaxed)) return;
-    const HeapOptions options = read_heap_options();
-    g_page_heap.set_release_threshold(options.release_threshold);
-    set_thread_cache_budget(options.thread_cache_bytes);
-    g_direct_map_threshold = options.direct_map_threshold;
-    g_verbose = options.verbose;
-    show_stats = options.show_stats;
+    show_stats = apply_options();
     if (!create_thread_exit_key())
       write_stderr_line("no pthread key for thread exit: threads allocate without a cache");
     g_ready.store(true, std::memory_order_release);
@@ -195,9 +217,21 @@ Span* heap_block_span(const void* p) noexcept {
   heap_misuse(p, "block is not allocated (double free?)");
 }
 
+}  // namespace mempool::detail
+
+// Defined by the drop-in library (src/override/), which hands blocks of the
+// system allocator back to it: true when p was one. Weak: the plain library
+// has none, and every foreign pointer is misuse.
+extern "C" bool mempool_free_foreign(void* p) noexcept __attribute__((weak));
+
+namespace mempool::detail {
+
 void heap_free_slow(void* p, Span* s) noexcept {
   if (p == nullptr) return;
-  if (s == nullptr) heap_misuse(p, "free of a pointer not allocated by the mempool heap");
+  if (s == nullptr) {
+    if (mempool_free_foreign != nullptr && mempool_free_foreign(p)) return;
+    heap_misuse(p, "free of a pointer not allocated by the mempool heap");
+  }
   if (s->state == SpanState::kFree)
     heap_misuse(p, "free of a block that is not allocated (double free?)");
   if (s->state == SpanState::kSmall) {  // size_class not yet published: a racing bad free
@@ -257,6 +291,20 @@ bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept {
 
 void heap_ensure_ready() noexcept {
   ensure_ready();
+}
+
+void heap_read_options() noexcept {
+  ensure_ready();
+  bool show_stats = false;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    show_stats = apply_options();
+  }
+  if (show_stats) std::atexit(print_stats_at_exit);
+}
+
+bool heap_verbose() noexcept {
+  return g_verbose;
 }
 
 }  // namespace mempool::detail

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/size_classes.hpp"
@@ -17,6 +18,13 @@ inline constexpr std::size_t kHeapMaxRequest = std::size_t{1} << 46;
 
 // Options and the thread-exit key, read and made on first use.
 void heap_ensure_ready() noexcept;
+// Reads the options now if the heap started before the environment existed (the
+// drop-in library's constructor calls it: libc sets `environ` after the dynamic
+// loader's first allocations).
+void heap_read_options() noexcept;
+bool heap_verbose() noexcept;  // MEMPOOL_VERBOSE
+// The statistics table to `out`, or to descriptor `fd` when out is nullptr.
+void print_heap_stats(std::FILE* out, int fd) noexcept;
 std::size_t heap_large_blocks() noexcept;
 void* heap_allocate_slow(std::size_t n) noexcept;  // n > kHeapSmallMax
 void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;

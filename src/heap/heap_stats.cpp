@@ -1,5 +1,7 @@
 // mempool::stats() and mp_stats_print: a snapshot of every tier.
-#include <cinttypes>
+#include <unistd.h>
+
+#include <cstdarg>
 #include <cstdio>
 
 #include "central_cache.hpp"
@@ -64,26 +66,56 @@ HeapStats stats() noexcept {
 
 }  // namespace mempool
 
-extern "C" void mp_stats_print(FILE* out) noexcept {
-  if (out == nullptr) out = stderr;
+namespace mempool::detail {
+
+namespace {
+
+// One line to `out`, or straight to file descriptor `fd` when out is nullptr:
+// at exit a program may have closed stderr's FILE already (GNU tools' close_stdout
+// does), but descriptor 2 still works. No allocation either way.
+__attribute__((format(printf, 3, 4))) void print_line(FILE* out, int fd, const char* format,
+                                                      ...) noexcept {
+  char line[256];
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  if (n <= 0) return;
+  const std::size_t length = static_cast<std::size_t>(n) < sizeof line ? n : sizeof line - 1;
+  if (out != nullptr) {
+    std::fwrite(line, 1, length, out);
+  } else {
+    [[maybe_unused]] const ssize_t written = ::write(fd, line, length);
+  }
+}
+
+}  // namespace
+
+void print_heap_stats(FILE* out, int fd) noexcept {
   const mempool::HeapStats st = mempool::stats();
   auto mib = [](std::size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
-  std::fprintf(out,
-               "mempool heap statistics\n"
-               "  in use            %10.2f MiB (%zu large blocks)\n"
-               "  thread caches     %10.2f MiB (%zu threads)\n"
-               "  central cache     %10.2f MiB\n"
-               "  page heap, free   %10.2f MiB resident, %.2f MiB returned to the OS\n"
-               "  mapped            %10.2f MiB (+ %.2f MiB metadata)\n",
-               mib(st.bytes_in_use), st.large_blocks_in_use, mib(st.bytes_in_thread_caches),
-               st.thread_caches, mib(st.bytes_in_central_cache), mib(st.bytes_free_in_page_heap),
-               mib(st.bytes_returned_to_os), mib(st.bytes_mapped), mib(st.bytes_metadata));
-  std::fprintf(out, "  %10s %12s %12s %12s\n", "class size", "in use", "cached", "reserved KiB");
+  print_line(out, fd, "mempool heap statistics\n");
+  print_line(out, fd, "  in use            %10.2f MiB (%zu large blocks)\n", mib(st.bytes_in_use),
+             st.large_blocks_in_use);
+  print_line(out, fd, "  thread caches     %10.2f MiB (%zu threads)\n",
+             mib(st.bytes_in_thread_caches), st.thread_caches);
+  print_line(out, fd, "  central cache     %10.2f MiB\n", mib(st.bytes_in_central_cache));
+  print_line(out, fd, "  page heap, free   %10.2f MiB resident, %.2f MiB returned to the OS\n",
+             mib(st.bytes_free_in_page_heap), mib(st.bytes_returned_to_os));
+  print_line(out, fd, "  mapped            %10.2f MiB (+ %.2f MiB metadata)\n",
+             mib(st.bytes_mapped), mib(st.bytes_metadata));
+  print_line(out, fd, "  %10s %12s %12s %12s\n", "class size", "in use", "cached", "reserved KiB");
   for (std::size_t i = 0; i < st.class_count; ++i) {
     const mempool::HeapClassStats& c = st.classes[i];
     if (c.bytes_reserved == 0) continue;
-    std::fprintf(out, "  %10zu %12zu %12zu %12zu\n", c.block_size, c.blocks_in_use, c.blocks_cached,
-                 c.bytes_reserved / 1024);
+    print_line(out, fd, "  %10zu %12zu %12zu %12zu\n", c.block_size, c.blocks_in_use,
+               c.blocks_cached, c.bytes_reserved / 1024);
   }
-  std::fflush(out);
+  if (out != nullptr) std::fflush(out);
+}
+
+}  // namespace mempool::detail
+
+extern "C" void mp_stats_print(FILE* out) noexcept {
+  mempool::detail::print_heap_stats(out == nullptr ? stderr : out, -1);
 }

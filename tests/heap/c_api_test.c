@@ -46,8 +46,10 @@ int mempool_c_api_check(void) {
     CHECK(is_aligned(p, n >= 16 ? 16 : 8));
     CHECK(mp_usable_size(p) >= n);
     memset(p, 0xab, mp_usable_size(p));
+    CHECK(mp_owns(p) == 1);
     mp_free(p);
   }
+  CHECK(mp_owns(&n) == 0); /* the stack is not the heap's */
   p = (unsigned char*)mp_malloc(0);
   q = (unsigned char*)mp_malloc(0);
   CHECK(p != NULL && q != NULL && p != q);

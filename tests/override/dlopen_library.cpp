@@ -1,0 +1,38 @@
+// A library the override test loads and unloads again and again: it allocates
+// at load (a global's constructor), hands blocks across the boundary both ways
+// and frees at unload, all through whichever malloc the process has.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+std::vector<std::string> g_names(64, std::string(100, 'x'));  // freed by dlclose
+}  // namespace
+
+extern "C" {
+
+// A block of n bytes from new[], each byte set to `fill`; the caller frees it
+// with delete[].
+char* library_new_bytes(std::size_t n, char fill) {
+  char* p = new char[n];
+  std::memset(p, fill, n);
+  return p;
+}
+
+// A malloc'd copy of text; the caller frees it with free.
+char* library_strdup(const char* text) {
+  return ::strdup(text);
+}
+
+// Checks that every byte of a block the caller made with malloc is `fill`, then
+// frees it here.
+bool library_check_and_free(char* p, std::size_t n, char fill) {
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i)
+    ok = ok && p[i] == fill;
+  std::free(p);
+  return ok && g_names.size() == 64;
+}
+
+}  // extern "C"
