@@ -62,9 +62,13 @@ PEERS = {
     "tcmalloc": (["libtcmalloc_minimal.so.4", "libtcmalloc.so.4"], "libgoogle-perftools-dev"),
 }
 BASELINE = "glibc"
-ALL_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-c"]
-DEFAULT_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool"]
-MEMPOOL = ("mempool", "mempool-c")
+ALL_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-c",
+                  "mempool-malloc"]
+DEFAULT_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-malloc"]
+# mempool-malloc: the drop-in libmempool-malloc.so preloaded into the same binary
+# as the peers (from the folder above --build).
+MEMPOOL = ("mempool", "mempool-c", "mempool-malloc")
+DROP_IN = "libmempool-malloc.so"
 
 # (key, workload argument, threads, ops in a full run)
 WORKLOADS = [
@@ -132,12 +136,12 @@ class Allocator:
         """Stops the script if the run did not use the allocator it was meant to."""
         lib = os.path.basename(result.get("malloc_from", "?"))
         api = result.get("api")
-        if self.name in MEMPOOL:
-            want = "mp_malloc" if self.name == "mempool-c" else "mempool::allocate"
-            ok = api in (want, "none")
-        elif self.preload:
+        if self.preload:
             stem = os.path.basename(self.preload).split(".so")[0]
             ok = lib.startswith(stem + ".so")
+        elif self.name in MEMPOOL:
+            want = "mp_malloc" if self.name == "mempool-c" else "mempool::allocate"
+            ok = api in (want, "none")
         else:
             ok = lib.startswith("libc.so")
         if not ok:
@@ -162,6 +166,12 @@ def discover(build, wanted):
             if lib is None:
                 notes.append(f"{name}: skipped, none of {', '.join(names)} found "
                              f"(Debian: apt-get install {package})")
+                continue
+            allocators.append(Allocator(name, plain, preload=lib))
+        elif name == "mempool-malloc":
+            lib = os.path.normpath(os.path.join(build, "..", DROP_IN))
+            if not os.path.exists(lib):
+                notes.append(f"{name}: skipped, {lib} not built (target mempool_malloc)")
                 continue
             allocators.append(Allocator(name, plain, preload=lib))
         elif name in MEMPOOL:
@@ -332,7 +342,8 @@ def callgrind_table(allocators, out_dir, pairs, targets):
             records.append(result)
             per_pair[(alloc.name, tag)] = ir / pairs
             if workload == "callgrind-pair":
-                libs[alloc.name] = (result["malloc_from"] if alloc.name not in MEMPOOL
+                libs[alloc.name] = (result["malloc_from"]
+                                    if alloc.preload or alloc.name not in MEMPOOL
                                     else f"{os.path.basename(alloc.binary)} ({result['api']})")
 
     net = {k: v - per_pair[(k[0], "loop")] for k, v in per_pair.items() if k[1] != "loop"}
