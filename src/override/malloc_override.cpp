@@ -66,9 +66,10 @@ void* memalign_any(std::size_t alignment, std::size_t n) noexcept {
 // MEMPOOL_VERBOSE=1 says, as the program starts, that mempool is its malloc.
 __attribute__((constructor)) void announce() noexcept {
   heap_read_options();
-  if (heap_verbose())
+  if (heap_verbose()) {
     write_stderr_line("mempool " MEMPOOL_VERSION_STRING
                       ": active as malloc and operator new in this process");
+  }
 }
 
 }  // namespace

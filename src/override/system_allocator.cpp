@@ -7,9 +7,11 @@
 #include <atomic>
 #include <cstdint>
 
+#include "../heap/span.hpp"  // address_as
 #include "mempool/detail/platform.hpp"
 
-extern "C" void __libc_free(void* p) noexcept;  // glibc's own free, still in libc
+// glibc's own free, still in libc.
+extern "C" void __libc_free(void* p) noexcept;  // NOLINT(readability-identifier-naming)
 
 namespace mempool::detail {
 
@@ -39,7 +41,7 @@ bool is_mapped(std::uintptr_t begin, std::uintptr_t end) noexcept {
   unsigned char residency[64];
   for (std::uintptr_t at = first; at < end; at += 64 * page) {
     const std::uintptr_t stop = end - at < 64 * page ? end : at + 64 * page;
-    if (::mincore(reinterpret_cast<void*>(at), stop - at, residency) != 0) return false;
+    if (::mincore(address_as(at), stop - at, residency) != 0) return false;
   }
   return true;
 }
@@ -91,7 +93,7 @@ bool in_main_heap(std::uintptr_t chunk, const ChunkHeader* h) noexcept {
   if ((h->size & (kIsMapped | kNonMainArena)) != 0) return false;
   const std::size_t size = h->size & ~kFlags;
   if (size < kMinChunk || size % 16 != 0 || size > end - chunk - sizeof(ChunkHeader)) return false;
-  const auto* next = reinterpret_cast<const ChunkHeader*>(chunk + size);
+  const auto* next = address_as<const ChunkHeader>(chunk + size);
   return (next->size & kPrevInUse) != 0;
 }
 
