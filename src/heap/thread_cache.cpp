@@ -70,12 +70,14 @@ void* allocate_uncached(std::size_t c) noexcept {
 }
 
 bool ThreadCache::activate() noexcept {
+  // The heap's set-up may allocate (pthread_atfork), and so activate this cache.
   heap_ensure_ready();
-  // Without an exit hook the cache would be stranded when the thread ends.
-  if (!g_have_exit_key || ::pthread_setspecific(g_exit_key, this) != 0) {
-    state_ = ThreadCacheState::kExited;
-    return false;
-  }
+  if (state_ != ThreadCacheState::kUnset) return state_ == ThreadCacheState::kActive;
+  // Uncached while registering: as the process's malloc, pthread_setspecific's
+  // own calloc (for keys past the first 32) comes back here. Without an exit
+  // hook the cache would be stranded when the thread ends: it stays uncached.
+  state_ = ThreadCacheState::kExited;
+  if (!g_have_exit_key || ::pthread_setspecific(g_exit_key, this) != 0) return false;
   state_ = ThreadCacheState::kActive;
   ThreadCacheRegistry::add(this);
   return true;

@@ -76,12 +76,15 @@ __attribute__((constructor)) void announce() noexcept {
 
 extern "C" {
 
+// The hit paths inline, so a program's call lands on them without a jump more;
+// a miss (or a large block) goes through mp_malloc, which sets errno.
 void* malloc(size_t n) noexcept {
+  if (void* p = heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return mp_malloc(n);
 }
 
 void free(void* p) noexcept {
-  mp_free(p);
+  heap_free(p);
 }
 
 void* calloc(size_t count, size_t n) noexcept {
