@@ -201,8 +201,8 @@ def summarize_size_class(data):
 
     if any(kind == "large" for kind, _ in rows):
         print()
-        print("  large: while SizeClassPool hands requests above 512 bytes to ::operator new (as it")
-        print("  does now), its large runs execute new/delete's code: 1x give or take the noise")
+        print("  large: SizeClassPool hands requests above 512 bytes to the general heap, so its")
+        print("  large runs measure mempool's heap against glibc's new/delete")
     print()
     print("  spread: min..max wall time (ms) over the repetitions, and in brackets the median of the")
     print("  process's CPU time / wall time (near min(threads, CPUs) on an idle machine)")
