@@ -71,6 +71,7 @@
 #include <vector>
 
 #include "bench_args.hpp"
+#include "bench_support.hpp"
 
 #if MEMPOOL_BENCH_HAVE_CALLGRIND
 #include <valgrind/callgrind.h>
@@ -82,6 +83,8 @@
 #endif
 
 namespace {
+
+using namespace mempool_bench;
 
 // ---------------------------------------------------------------------------
 // The allocators, each a pair of static functions the loops are templated on.
@@ -105,130 +108,15 @@ struct Malloc {
 };
 #endif
 
-// The pointer escapes into an asm the compiler cannot see into; memory is clobbered.
-[[gnu::always_inline]] inline void escape(void* p) {
-  asm volatile("" : : "r"(p) : "memory");
-}
-
-// The first and last byte written: every block is really used.
-[[gnu::always_inline]] inline void touch(void* p, std::size_t n, unsigned char v) {
-  auto* b = static_cast<unsigned char*>(p);
-  b[0] = v;
-  b[n - 1] = v;
-  escape(p);
-}
-
 // ---------------------------------------------------------------------------
-// Measurement helpers.
+// The workloads.
 
-std::int64_t now_ns(clockid_t clock) noexcept {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// Written only by one thread at a time (the main thread, or the barrier's completion).
-long g_max_rss_seen_kib = 0;
-
-// The current resident set in KiB, from /proc/self/statm, read without allocating.
-long current_rss_kib() noexcept {
-  const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[128];
-  const ssize_t got = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (got <= 0) return -1;
-  buf[got] = '\0';
-  char* end = nullptr;
-  std::strtol(buf, &end, 10);  // total program size: skipped
-  const long resident_pages = std::strtol(end, nullptr, 10);
-  const long kib = resident_pages * (sysconf(_SC_PAGESIZE) / 1024);
-  g_max_rss_seen_kib = std::max(g_max_rss_seen_kib, kib);
-  return kib;
-}
-
-// The peak resident set of this process image: VmHWM from /proc/self/status (or
-// the largest resident set this program has read, if that is larger: the kernel
-// folds threads' page counts into the high-water mark lazily). Not getrusage's
-// ru_maxrss: after fork + exec that keeps the parent's high-water mark, so a
-// child of a 14 MiB Python would report at least 14 MiB.
-long peak_rss_kib() noexcept {
-  long hwm = -1;
-  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    char buf[8192];
-    const ssize_t got = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (got > 0) {
-      buf[got] = '\0';
-      if (const char* line = std::strstr(buf, "\nVmHWM:")) hwm = std::strtol(line + 7, nullptr, 10);
-    }
-  }
-  if (hwm < 0) {  // no procfs: the best there is
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    hwm = ru.ru_maxrss;
-  }
-  return std::max(hwm, current_rss_kib());
-}
-
-// The shared object that `malloc` resolves to in this process.
-std::string malloc_library() {
-  void* f = dlsym(RTLD_DEFAULT, "malloc");
-  Dl_info info{};
-  if (f == nullptr || dladdr(f, &info) == 0 || info.dli_fname == nullptr) return "?";
-  return info.dli_fname;
-}
-
-struct Result {
-  std::int64_t wall_ns = 0;
-  std::int64_t cpu_ns = 0;
-  long rss_before_kib = 0;
+struct Result : Timing {
+  Result() = default;
+  explicit Result(const Timing& t) : Timing(t) {}
   std::vector<long> rss_samples_kib;  // prodcons only
   bool checksum_ok = true;            // prodcons only
 };
-
-// Runs body(thread_index) on `threads` threads (the main thread alone when 1);
-// prepare(thread_index) runs first on the same thread, before the clock starts.
-template <class Prepare, class Body>
-Result run_threads(int threads, Prepare prepare, Body body) {
-  Result r;
-  if (threads == 1) {
-    prepare(0);
-    r.rss_before_kib = current_rss_kib();
-    const std::int64_t cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-    const std::int64_t wall = now_ns(CLOCK_MONOTONIC);
-    body(0);
-    r.wall_ns = now_ns(CLOCK_MONOTONIC) - wall;
-    r.cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu;
-    return r;
-  }
-  std::int64_t cpu = 0;
-  std::int64_t wall = 0;
-  // The completion step runs once every thread has prepared, before any is released.
-  std::barrier sync(threads, [&]() noexcept {
-    r.rss_before_kib = current_rss_kib();
-    cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-    wall = now_ns(CLOCK_MONOTONIC);
-  });
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<std::size_t>(threads));
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      prepare(t);
-      sync.arrive_and_wait();
-      body(t);
-    });
-  }
-  for (std::thread& t : pool)
-    t.join();
-  r.wall_ns = now_ns(CLOCK_MONOTONIC) - wall;
-  r.cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu;
-  return r;
-}
-
-// ---------------------------------------------------------------------------
-// The workloads.
 
 constexpr std::size_t kWarmupPairs = 1000;
 
@@ -243,8 +131,8 @@ __attribute__((noinline)) void pair_loop(std::size_t ops) {
 
 template <class A, std::size_t N>
 Result run_pair(std::size_t ops) {
-  return run_threads(
-      1, [](int) { pair_loop<A, N>(kWarmupPairs); }, [&](int) { pair_loop<A, N>(ops); });
+  return Result(run_threads(
+      1, [](int) { pair_loop<A, N>(kWarmupPairs); }, [&](int) { pair_loop<A, N>(ops); }));
 }
 
 // Precomputed random data, so that every allocator sees the same sequence and the
@@ -336,7 +224,7 @@ Result run_mixed(bool window, int threads, std::size_t ops) {
       mixed_immediate_loop<A>(d, ops);
     }
   };
-  Result r = run_threads(threads, prepare, body);
+  Result r(run_threads(threads, prepare, body));
   for (Window& w : windows) {
     if (!window) break;
     for (void* p : w.block)
