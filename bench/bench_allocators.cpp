@@ -1,0 +1,66 @@
+#include "bench_allocators.hpp"
+
+#include <unistd.h>
+
+namespace mempool_bench {
+
+const std::vector<AllocatorInfo>& all_allocators() {
+  static const std::vector<AllocatorInfo> list = {
+      {"glibc", true, {}, "libc6", "glibc's malloc, as the system has it"},
+      {"mimalloc", true, {"libmimalloc.so.2", "libmimalloc.so"}, "libmimalloc-dev", "mimalloc"},
+      {"jemalloc", true, {"libjemalloc.so.2", "libjemalloc.so"}, "libjemalloc-dev", "jemalloc"},
+      {"tcmalloc",
+       true,
+       {"libtcmalloc_minimal.so.4", "libtcmalloc.so.4"},
+       "libgoogle-perftools-dev",
+       "tcmalloc (gperftools)"},
+      {"mempool",
+       true,
+       {"libmempool-malloc.so"},
+       "(this build)",
+       "mempool as malloc: libmempool-malloc.so"},
+      {"mempool-heap", false, {}, "", "mempool::allocate / deallocate, in process"},
+      {"object-pool", false, {}, "", "mempool::FixedPool (one thread, one size), in process"},
+      {"bitmap-pool", false, {}, "", "mempool::BitmapPool (one size, fixed capacity), in process"},
+      {"size-class-pool", false, {}, "", "mempool::SizeClassPool::global(), sized free"},
+      {"std-pmr", false, {}, "", "std::pmr::synchronized_pool_resource, in process"},
+  };
+  return list;
+}
+
+const AllocatorInfo* find_allocator(std::string_view name) {
+  for (const AllocatorInfo& a : all_allocators())
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+bool locate_library(const AllocatorInfo& a, const std::string& exe_dir, std::string* path,
+                    std::string* why) {
+  path->clear();
+  if (a.libs.empty()) return true;  // glibc, or in process: nothing to preload
+  std::vector<std::string> dirs = {"/usr/lib/x86_64-linux-gnu",
+                                   "/lib/x86_64-linux-gnu",
+                                   "/usr/lib/aarch64-linux-gnu",
+                                   "/usr/lib64",
+                                   "/usr/lib",
+                                   "/usr/local/lib"};
+  // mempool's own library: beside the tool, or one folder up in a build tree.
+  if (std::string_view(a.name) == "mempool") dirs = {exe_dir, exe_dir + "/..", exe_dir + "/../lib"};
+  for (const char* lib : a.libs) {
+    for (const std::string& d : dirs) {
+      const std::string candidate = d + "/" + lib;
+      if (::access(candidate.c_str(), R_OK) == 0) {
+        char resolved[4096];
+        *path = ::realpath(candidate.c_str(), resolved) != nullptr ? resolved : candidate;
+        return true;
+      }
+    }
+  }
+  *why = std::string("not installed (none of ") + a.libs.front() +
+         "... found; Debian: apt-get install " + a.package + ")";
+  if (std::string_view(a.name) == "mempool")
+    *why = "libmempool-malloc.so not built next to mempool-bench";
+  return false;
+}
+
+}  // namespace mempool_bench

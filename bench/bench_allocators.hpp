@@ -1,0 +1,145 @@
+// mempool-bench's allocators. Those that replace malloc (glibc as it is,
+// mimalloc, jemalloc, tcmalloc and mempool's libmempool-malloc.so) run the
+// workload through malloc/free in a child process under LD_PRELOAD; mempool's
+// own APIs run it in process, each where the workload fits it. Every workload is
+// a template over one of the policies below (static allocate/deallocate), so no
+// allocator pays for an indirect call the others do not.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <memory_resource>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mempool/bitmap_pool.hpp"
+#include "mempool/heap.hpp"
+#include "mempool/object_pool.hpp"
+#include "mempool/size_class_pool.hpp"
+
+namespace mempool_bench {
+
+// One measurement: the workload, the allocator and the parameters.
+struct RunSpec {
+  std::string workload;
+  std::string allocator;
+  int threads = 1;
+  std::size_t size = 0;  // --size: bytes per block (fixed) or the largest (mixed); 0: default
+  bool mixed = false;    // --size-dist=mixed
+  bool window = false;   // --mode=window
+  std::size_t window_size = 1024;
+  double warmup_s = 0.2;
+  double seconds = 1.0;
+  std::size_t sample_rate = 64;  // every n-th operation is timed
+  bool quick = false;
+};
+
+// A run that cannot happen for this allocator (a single-threaded pool on several
+// threads, a fixed-size pool on mixed sizes): reported, not an error.
+struct Skipped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct AllocatorInfo {
+  const char* name;
+  bool preload;                   // through malloc in a child under LD_PRELOAD
+  std::vector<const char*> libs;  // candidates, first found wins (empty: glibc itself)
+  const char* package;            // the Debian package that brings it
+  const char* what;
+};
+
+const std::vector<AllocatorInfo>& all_allocators();
+const AllocatorInfo* find_allocator(std::string_view name);
+// The library to preload for a preload allocator: "" for glibc, the path found,
+// or nothing when not installed (why says so). exe_dir: where mempool-bench is
+// (libmempool-malloc.so is one level up in a build tree).
+bool locate_library(const AllocatorInfo& a, const std::string& exe_dir, std::string* path,
+                    std::string* why);
+
+// ---------------------------------------------------------------------------
+// The policies. deallocate always gets the size; malloc's free ignores it.
+
+struct MallocApi {
+  static void setup(const RunSpec& /*spec*/) {}
+  static void* allocate(std::size_t n) { return std::malloc(n); }
+  static void deallocate(void* p, std::size_t /*n*/) { std::free(p); }
+};
+
+// The general heap through its C++ API, freed without the size as malloc is.
+struct HeapApi {
+  static void setup(const RunSpec& /*spec*/) {}
+  static void* allocate(std::size_t n) { return mempool::allocate(n); }
+  static void deallocate(void* p, std::size_t /*n*/) { mempool::deallocate(p); }
+};
+
+struct SizeClassApi {
+  static void setup(const RunSpec& /*spec*/) {}
+  static void* allocate(std::size_t n) { return mempool::SizeClassPool::global().allocate(n); }
+  static void deallocate(void* p, std::size_t n) {
+    mempool::SizeClassPool::global().deallocate(p, n);
+  }
+};
+
+struct PmrApi {
+  static inline std::pmr::synchronized_pool_resource* resource = nullptr;
+  static void setup(const RunSpec& /*spec*/) {
+    resource = new std::pmr::synchronized_pool_resource();  // lives until the child exits
+  }
+  static void* allocate(std::size_t n) { return resource->allocate(n, kAlign); }
+  static void deallocate(void* p, std::size_t n) { resource->deallocate(p, n, kAlign); }
+  static constexpr std::size_t kAlign = alignof(std::max_align_t);
+};
+
+// Fixed-size pools: the block is --size bytes; mixed sizes do not fit them.
+inline void require_fixed_size(const RunSpec& spec, const char* pool) {
+  if (spec.mixed) throw Skipped(std::string(pool) + " has one block size; mixed sizes do not fit");
+}
+
+struct ObjectPoolApi {
+  static inline mempool::FixedPool* pool = nullptr;
+  static void setup(const RunSpec& spec) {
+    require_fixed_size(spec, "object-pool");
+    if (spec.threads != 1) throw Skipped("object-pool is single-threaded");
+    pool = new mempool::FixedPool(spec.size);
+  }
+  static void* allocate(std::size_t /*n*/) { return pool->allocate(); }
+  static void deallocate(void* p, std::size_t /*n*/) { pool->deallocate(p); }
+};
+
+// Capacity is fixed at construction (and all of it mapped then): twice what the
+// threads keep live, at least 64 Ki blocks, at most 2^20 blocks or 512 MiB.
+struct BitmapPoolApi {
+  static inline mempool::BitmapPool* pool = nullptr;
+  static void setup(const RunSpec& spec) {
+    require_fixed_size(spec, "bitmap-pool");
+    std::size_t capacity = 2 * static_cast<std::size_t>(spec.threads) * (spec.window_size + 1024);
+    capacity = std::max(capacity, std::size_t{1} << 16);
+    capacity = std::min({capacity, std::size_t{1} << 20, (std::size_t{512} << 20) / spec.size});
+    pool = new mempool::BitmapPool(spec.size, capacity);
+  }
+  static void* allocate(std::size_t /*n*/) { return pool->allocate(); }  // nullptr when full
+  static void deallocate(void* p, std::size_t /*n*/) { pool->deallocate(p); }
+};
+
+// Calls f.template operator()<Api>() with the policy of spec.allocator, after
+// its setup (which may throw Skipped).
+template <class F>
+decltype(auto) with_allocator(const RunSpec& spec, F&& f) {
+  const std::string& a = spec.allocator;
+  auto run = [&]<class Api>() -> decltype(auto) {
+    Api::setup(spec);
+    return f.template operator()<Api>();
+  };
+  if (a == "mempool-heap") return run.template operator()<HeapApi>();
+  if (a == "size-class-pool") return run.template operator()<SizeClassApi>();
+  if (a == "std-pmr") return run.template operator()<PmrApi>();
+  if (a == "object-pool") return run.template operator()<ObjectPoolApi>();
+  if (a == "bitmap-pool") return run.template operator()<BitmapPoolApi>();
+  return run.template operator()<MallocApi>();  // glibc or a preloaded malloc
+}
+
+}  // namespace mempool_bench

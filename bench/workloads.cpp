@@ -1,0 +1,142 @@
+// The workload registry and what the workloads share.
+#include "workloads.hpp"
+
+#include <cstdio>
+#include <thread>
+
+namespace mempool_bench {
+
+namespace {
+
+std::vector<int> one_thread() {
+  return {1};
+}
+std::vector<int> one_and_all_cores() {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
+}
+std::vector<int> rounds_threads() {
+  return {1, 2, 4, 8};
+}
+std::vector<int> no_threads() {
+  return {};
+}
+
+// compare: 4, 64 and 4096 bytes, and mixed 8-256 bytes, unless --size or
+// --size-dist narrows it.
+std::vector<RunSpec> compare_cases(const RunSpec& given) {
+  if (given.size != 0 || given.mixed) return {given};
+  std::vector<RunSpec> out;
+  for (std::size_t n : {4, 64, 4096}) {
+    RunSpec s = given;
+    s.size = n;
+    out.push_back(s);
+  }
+  RunSpec mixed = given;
+  mixed.mixed = true;
+  mixed.size = 256;
+  out.push_back(mixed);
+  return out;
+}
+
+// rounds: small (4, 20, 40, 80 B) and large (1 KiB); --size picks one.
+std::vector<RunSpec> rounds_cases(const RunSpec& given) {
+  if (given.size != 0) return {given};
+  RunSpec small = given;
+  small.size = 80;
+  RunSpec large = given;
+  large.size = 1024;
+  return {small, large};
+}
+
+}  // namespace
+
+const std::vector<WorkloadInfo>& all_workloads() {
+  static const std::vector<WorkloadInfo> list = {
+      {"rounds", "T threads x R rounds x K iterations of 4, 20, 40, 80 B (small) or 1 KiB (large)",
+       run_rounds, rounds_threads, rounds_cases},
+      {"queue", "a message pipeline: T producers and T consumers, 64-slot queue, 64 B messages",
+       run_queue, one_thread, nullptr},
+      {"compare",
+       "allocate then free at once: 4, 64, 4096 B and mixed 8-256 B; 1 thread and all cores",
+       run_compare, one_and_all_cores, compare_cases},
+      {"throughput",
+       "fixed or mixed sizes, immediate free or a window of live blocks, for --seconds",
+       run_throughput, one_thread, nullptr},
+      {"micro", "Single, Bulk and Churn of 24 B objects (Google Benchmark)", run_micro, no_threads,
+       nullptr},
+      {"prodcons", "one thread allocates 64 B, another frees: ops/s and resident memory",
+       run_prodcons, no_threads, nullptr},
+      {"fragmentation", "bursts of random sizes and lifetimes: peak resident vs peak live bytes",
+       run_fragmentation, no_threads, nullptr},
+      {"churn", "short-lived threads allocate and free, then exit: resident memory after",
+       run_churn, no_threads, nullptr},
+      {"scaling", "throughput over 1, 2, 4, ... 2x the cores", run_scaling, no_threads, nullptr},
+  };
+  return list;
+}
+
+const WorkloadInfo* find_workload(const std::string& name) {
+  for (const WorkloadInfo& w : all_workloads())
+    if (name == w.name) return &w;
+  return nullptr;
+}
+
+nlohmann::json timing_metrics(const Timing& t, std::uint64_t total_ops, int threads) {
+  const double wall_s = static_cast<double>(t.wall_ns) * 1e-9;
+  const double per_thread = static_cast<double>(total_ops) / threads;
+  return {{"ops", total_ops},
+          {"wall_s", wall_s},
+          {"cpu_s", static_cast<double>(t.cpu_ns) * 1e-9},
+          {"ns_per_op", per_thread > 0 ? static_cast<double>(t.wall_ns) / per_thread : 0.0},
+          {"ops_per_s", wall_s > 0 ? static_cast<double>(total_ops) / wall_s : 0.0},
+          {"peak_rss_kib", peak_rss_kib()},
+          {"rss_before_kib", t.rss_before_kib}};
+}
+
+nlohmann::json latency_json(const LatencyHistogram& h) {
+  return {{"avg", h.mean()},           {"p50", h.percentile(0.50)},   {"p95", h.percentile(0.95)},
+          {"p99", h.percentile(0.99)}, {"p999", h.percentile(0.999)}, {"max", h.max()},
+          {"samples", h.count()}};
+}
+
+SizeSequence::SizeSequence(const RunSpec& spec, std::size_t low, std::size_t high, bool log_uniform,
+                           std::uint64_t seed)
+    : sizes_(kLength) {
+  Random rng(seed);
+  for (std::uint32_t& s : sizes_) {
+    std::size_t n = spec.size;
+    if (spec.mixed) {
+      if (log_uniform) {
+        // A power of two between low and high, then uniform inside it.
+        const unsigned lo = 63 - static_cast<unsigned>(__builtin_clzll(low));
+        const unsigned hi = 63 - static_cast<unsigned>(__builtin_clzll(high));
+        const unsigned e = lo + static_cast<unsigned>(rng.next() % (hi - lo + 1));
+        const std::size_t base = std::size_t{1} << e;
+        n = base + rng.next() % base;
+        n = n < low ? low : (n > high ? high : n);
+      } else {
+        n = rng.between(low, high);
+      }
+    }
+    s = static_cast<std::uint32_t>(n);
+  }
+}
+
+std::string bytes_text(std::size_t n) {
+  char buf[32];
+  if (n >= 1024 * 1024 && n % (1024 * 1024) == 0) {
+    std::snprintf(buf, sizeof buf, "%zu MiB", n >> 20);
+  } else if (n >= 1024 && n % 1024 == 0) {
+    std::snprintf(buf, sizeof buf, "%zu KiB", n >> 10);
+  } else {
+    std::snprintf(buf, sizeof buf, "%zu B", n);
+  }
+  return buf;
+}
+
+std::string threads_text(int threads) {
+  return std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+}
+
+}  // namespace mempool_bench
