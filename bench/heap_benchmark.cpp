@@ -233,134 +233,13 @@ Result run_mixed(bool window, int threads, std::size_t ops) {
   return r;
 }
 
-// A bounded single-producer/single-consumer ring of pointers. Each side keeps its
-// own index privately and publishes it (a release store) every kPublish
-// elements, or before it waits; it reads the other side's index (acquire) only
-// when its cached copy says full or empty. So the index cache lines cross between
-// the cores once per batch, not once per element, and the ring costs little next
-// to the allocator.
-class SpscRing {
- public:
-  static constexpr std::size_t kCapacity = 1024;  // a power of two
-  static constexpr std::size_t kPublish = 32;
-
-  // Producer side.
-  bool try_push(void* p) noexcept {
-    if (tail_ - head_cache_ == kCapacity) {
-      head_cache_ = head_.load(std::memory_order_acquire);
-      if (tail_ - head_cache_ == kCapacity) {
-        publish_tail();  // the consumer must see everything before we wait
-        return false;
-      }
-    }
-    slots_[tail_ & (kCapacity - 1)] = p;
-    ++tail_;
-    if (tail_ % kPublish == 0) publish_tail();
-    return true;
-  }
-  void publish_tail() noexcept { shared_tail_.store(tail_, std::memory_order_release); }
-
-  // Consumer side.
-  void* try_pop() noexcept {
-    if (head_private_ == tail_cache_) {
-      tail_cache_ = shared_tail_.load(std::memory_order_acquire);
-      if (head_private_ == tail_cache_) {
-        head_.store(head_private_, std::memory_order_release);
-        return nullptr;
-      }
-    }
-    void* p = slots_[head_private_ & (kCapacity - 1)];
-    ++head_private_;
-    if (head_private_ % kPublish == 0) head_.store(head_private_, std::memory_order_release);
-    return p;
-  }
-
- private:
-  // The producer's line.
-  alignas(64) std::size_t tail_ = 0;  // next slot to write
-  std::size_t head_cache_ = 0;        // the consumer's index as last read
-  // The consumer's line.
-  alignas(64) std::size_t head_private_ = 0;  // next slot to read
-  std::size_t tail_cache_ = 0;                // the producer's index as last read
-  // The published indices, each on its own line.
-  alignas(64) std::atomic<std::size_t> shared_tail_{0};
-  alignas(64) std::atomic<std::size_t> head_{0};
-  alignas(64) void* slots_[kCapacity] = {};
-};
-
-// Spin with a pause; after a while also yield, so that a waiting thread does not
-// starve the other on a machine with fewer free cores than threads.
-struct Backoff {
-  unsigned spins = 0;
-  void wait() noexcept {
-    if (++spins < 256) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      spins = 0;
-      std::this_thread::yield();
-    }
-  }
-};
-
-constexpr std::size_t kProdconsSize = 64;
-// The resident set is sampled at 10%, 20%, ... 90% of the ops and after the end:
-// start = the 10% sample (the pipeline is full by then), middle = 50%, end.
-constexpr std::size_t kRssSamples = 10;
-
 template <class A>
 Result run_prodcons(std::size_t ops) {
-  auto ring = std::make_unique<SpscRing>();
-  std::atomic<bool> consumer_ready{false};
-  std::uint64_t consumed_sum = 0;
-  std::thread consumer([&] {
-    consumer_ready.store(true, std::memory_order_release);
-    std::uint64_t sum = 0;
-    Backoff backoff;
-    for (std::size_t i = 0; i < ops; ++i) {
-      void* p;
-      while ((p = ring->try_pop()) == nullptr)
-        backoff.wait();
-      auto* b = static_cast<unsigned char*>(p);
-      std::uint64_t seq;
-      std::memcpy(&seq, b, sizeof seq);
-      sum += seq + b[kProdconsSize - 1];
-      A::release(p);
-    }
-    consumed_sum = sum;
-  });
-  while (!consumer_ready.load(std::memory_order_acquire))
-    std::this_thread::yield();
-
-  Result r;
-  r.rss_before_kib = current_rss_kib();
-  r.rss_samples_kib.reserve(kRssSamples);
-  std::uint64_t expected = 0;
-  const std::int64_t cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-  const std::int64_t wall = now_ns(CLOCK_MONOTONIC);
-  std::size_t next_sample = ops / kRssSamples;
-  Backoff backoff;
-  for (std::size_t i = 0; i < ops; ++i) {
-    if (i == next_sample && r.rss_samples_kib.size() + 1 < kRssSamples) [[unlikely]] {
-      r.rss_samples_kib.push_back(current_rss_kib());
-      next_sample += ops / kRssSamples;
-    }
-    auto* b = static_cast<unsigned char*>(A::allocate(kProdconsSize));
-    const std::uint64_t seq = i;
-    std::memcpy(b, &seq, sizeof seq);
-    b[kProdconsSize - 1] = static_cast<unsigned char>(i);
-    expected += seq + static_cast<unsigned char>(i);
-    escape(b);
-    while (!ring->try_push(b))
-      backoff.wait();
-  }
-  ring->publish_tail();  // the last, partial batch
-  consumer.join();
-  r.wall_ns = now_ns(CLOCK_MONOTONIC) - wall;
-  r.cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu;
-  r.rss_samples_kib.push_back(current_rss_kib());
-  r.checksum_ok = consumed_sum == expected;
+  ProdconsResult pc = prodcons_loop(
+      ops, [](std::size_t n) { return A::allocate(n); }, [](void* p) { A::release(p); });
+  Result r(pc.timing);
+  r.rss_samples_kib = std::move(pc.rss_samples_kib);
+  r.checksum_ok = pc.checksum_ok;
   return r;
 }
 
