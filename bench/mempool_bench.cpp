@@ -227,21 +227,24 @@ std::vector<std::string> child_args(const RunSpec& s) {
   return a;
 }
 
-// Interleaved: every run of one repetition (each workload's cases and thread
+// One workload of a plan: its options, and the thread counts it runs at (empty:
+// the workload's defaults).
+struct Part {
+  RunSpec given;
+  std::vector<int> threads;
+};
+
+// Interleaved: every run of one repetition (each part's cases and thread
 // counts, each allocator in turn), then the next repetition.
-std::vector<Run> plan_runs(const Options& o, bool threads_given,
-                           const std::vector<std::string>& workloads,
+std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
                            const std::vector<std::string>& allocators) {
   std::vector<Run> runs;
-  for (std::size_t rep = 0; rep < o.repeat; ++rep) {
-    for (const std::string& w : workloads) {
-      const WorkloadInfo* info = find_workload(w);
-      Options with = o;
-      with.command = w;
-      const RunSpec given = base_spec(with);
+  for (std::size_t rep = 0; rep < repeat; ++rep) {
+    for (const Part& part : parts) {
+      const WorkloadInfo* info = find_workload(part.given.workload);
       const std::vector<RunSpec> cases =
-          info->cases != nullptr ? info->cases(given) : std::vector<RunSpec>{given};
-      std::vector<int> threads = threads_given ? o.threads : info->default_threads();
+          info->cases != nullptr ? info->cases(part.given) : std::vector<RunSpec>{part.given};
+      std::vector<int> threads = !part.threads.empty() ? part.threads : info->default_threads();
       if (threads.empty()) threads = {1};  // the workload picks its own threads
       for (const RunSpec& c : cases) {
         for (int t : threads) {
@@ -256,6 +259,27 @@ std::vector<Run> plan_runs(const Options& o, bool threads_given,
     }
   }
   return runs;
+}
+
+// The suite: every workload once, sized to take about 5 minutes on 2 cores
+// with every allocator installed (3 repetitions of 0.3 s measurements, unless
+// --repeat, --seconds or --warmup say otherwise).
+std::vector<Part> suite_parts(const RunSpec& base) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto part = [&](const char* workload, std::vector<int> threads) {
+    Part p{base, std::move(threads)};
+    p.given.workload = workload;
+    return p;
+  };
+  std::vector<Part> parts = {
+      part("rounds", {1, 2, 4}),      part("queue", {1}), part("compare", {1, cores}),
+      part("throughput", {1, cores}), part("micro", {}),  part("prodcons", {}),
+      part("fragmentation", {}),      part("churn", {}),  part("scaling", {})};
+  // throughput: mixed sizes (8 B to 256 KiB) in a window of live blocks, the
+  // case the others do not cover.
+  parts[3].given.mixed = true;
+  parts[3].given.window = true;
+  return parts;
 }
 
 // ---------------------------------------------------------------------------
@@ -595,13 +619,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mempool-bench: none of the allocators asked for is available\n");
     return 1;
   }
-  std::vector<std::string> workloads = {o.command};
+  std::vector<Part> parts;
   if (o.command == "suite") {
-    workloads.clear();
-    for (const WorkloadInfo& w : all_workloads())
-      workloads.emplace_back(w.name);
+    if (app.count("--repeat") == 0) o.repeat = o.quick ? 1 : 3;
+    if (app.count("--seconds") == 0 && !o.quick) o.seconds = 0.3;
+    if (app.count("--warmup") == 0 && !o.quick) o.warmup = 0.05;
+    parts = suite_parts(base_spec(o));
+    if (threads_given)
+      for (Part& p : parts)
+        p.threads = o.threads;
+  } else {
+    parts.push_back({base_spec(o), threads_given ? o.threads : std::vector<int>{}});
   }
-  return run_plan(o, plan_runs(o, threads_given, workloads, av.names), av);
+  return run_plan(o, plan_runs(parts, o.repeat, av.names), av);
 }
 
 }  // namespace mempool_bench

@@ -18,6 +18,15 @@ std::vector<int> one_and_all_cores() {
 std::vector<int> rounds_threads() {
   return {1, 2, 4, 8};
 }
+// scaling: 1, 2, 4, ... and twice the cores (the last even if not a power of two).
+std::vector<int> scaling_threads() {
+  const int top = 2 * std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<int> out;
+  for (int t = 1; t < top; t *= 2)
+    out.push_back(t);
+  out.push_back(top);
+  return out;
+}
 std::vector<int> no_threads() {
   return {};
 }
@@ -39,11 +48,12 @@ std::vector<RunSpec> compare_cases(const RunSpec& given) {
   return out;
 }
 
-// rounds: small (4, 20, 40, 80 B) and large (1 KiB); --size picks one.
+// rounds: small (4, 20, 40, 80 B: "mixed") and large (1 KiB), unless --size or
+// --size-dist picks one.
 std::vector<RunSpec> rounds_cases(const RunSpec& given) {
-  if (given.size != 0) return {given};
+  if (given.size != 0 || given.mixed) return {given};
   RunSpec small = given;
-  small.size = 80;
+  small.mixed = true;
   RunSpec large = given;
   large.size = 1024;
   return {small, large};
@@ -71,7 +81,8 @@ const std::vector<WorkloadInfo>& all_workloads() {
        run_fragmentation, no_threads, nullptr},
       {"churn", "short-lived threads allocate and free, then exit: resident memory after",
        run_churn, no_threads, nullptr},
-      {"scaling", "throughput over 1, 2, 4, ... 2x the cores", run_scaling, no_threads, nullptr},
+      {"scaling", "throughput over 1, 2, 4, ... 2x the cores", run_scaling, scaling_threads,
+       nullptr},
   };
   return list;
 }

@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""Tests of the mempool-bench tool, run as a program.
+
+    mempool_bench_test.py MEMPOOL_BENCH args        argument validation, --list, output formats
+    mempool_bench_test.py MEMPOOL_BENCH WORKLOAD    a --quick run of WORKLOAD for every allocator
+                                                    present: the JSON and CSV schemas, the
+                                                    workload's own invariants, report.md
+
+Each case asserts behaviour that a broken tool would get wrong.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOOL = None
+WORKLOAD = None
+
+CSV_HEADER = ("workload,case,allocator,label,repetition,threads,primary_metric,primary_value,"
+              "ns_per_op,ops_per_s,wall_s,peak_rss_kib,p50_ns,p99_ns,p999_ns,max_ns,skipped")
+MACHINE_KEYS = {"cpu", "cores", "kernel", "compiler", "build_type", "glibc", "libraries"}
+
+
+def run(*args, timeout=600):
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+class Arguments(unittest.TestCase):
+    def test_bad_arguments_exit_2_naming_the_problem(self):
+        cases = [
+            (["nosuch"], "nosuch"),
+            (["compare", "--threads=0"], "--threads"),
+            (["compare", "--threads=two"], "--threads"),
+            (["compare", "--threads=1,0"], "--threads"),
+            (["compare", "--allocators=glibc,nosuch"], "nosuch"),
+            (["compare", "--repeat=0"], "--repeat"),
+            (["compare", "--repeat=-3"], "--repeat"),
+            (["compare", "--size=abc"], "--size"),
+            (["compare", "--seconds=0"], "--seconds"),
+            (["compare", "--sample-rate=0"], "--sample-rate"),
+            (["compare", "--size-dist=gaussian"], "--size-dist"),
+            (["compare", "--mode=later"], "--mode"),
+            (["compare", "--format=xml"], "--format"),
+            (["compare", "--bogus"], "--bogus"),
+            (["report"], "dir"),
+            ([], "command"),
+        ]
+        for args, word in cases:
+            with self.subTest(args=args):
+                r = run(*args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(word, r.stderr)
+                self.assertIn("usage", r.stderr)
+                self.assertEqual(r.stdout, "")
+
+    def test_help_and_list_succeed(self):
+        self.assertEqual(run("--help").returncode, 0)
+        r = run("--list")
+        self.assertEqual(r.returncode, 0)
+        for name in ["rounds", "queue", "compare", "throughput", "micro", "prodcons",
+                     "fragmentation", "churn", "scaling", "glibc", "mimalloc", "jemalloc",
+                     "tcmalloc", "mempool", "mempool-heap", "object-pool", "bitmap-pool",
+                     "size-class-pool", "std-pmr"]:
+            self.assertIn(name, r.stdout)
+
+    def test_csv_and_json_formats_on_stdout(self):
+        with tempfile.TemporaryDirectory() as d:
+            common = ["compare", "--quick", "--allocators=glibc,mempool-heap", "--size=64",
+                      "--threads=1", "--repeat=2", "--out", d]
+            r = run(*common, "--format=json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = [json.loads(x) for x in r.stdout.splitlines()]
+            self.assertEqual(len(lines), 4)  # 2 allocators x 2 repetitions
+            self.assertEqual(sorted({x["repetition"] for x in lines}), [0, 1])
+            # Interleaved: both allocators before the second repetition.
+            self.assertEqual([x["allocator"] for x in lines],
+                             ["glibc", "mempool-heap", "glibc", "mempool-heap"])
+            r = run(*common, "--format=csv", "--label=nightly")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = list(csv.reader(r.stdout.splitlines()))
+            self.assertEqual(",".join(rows[0]), CSV_HEADER)
+            self.assertEqual(len(rows), 5)
+            self.assertTrue(all(row[3] == "nightly" for row in rows[1:]))
+            self.assertTrue(all(float(row[7]) > 0 for row in rows[1:]))
+
+
+def check_record(test, rec):
+    test.assertEqual(rec["schema"], 1)
+    for key in ["workload", "case", "allocator", "label", "repetition", "threads", "machine",
+                "malloc_from"]:
+        test.assertIn(key, rec)
+    test.assertTrue(MACHINE_KEYS <= set(rec["machine"]), rec["machine"])
+    if "skipped" in rec:
+        test.assertTrue(rec["skipped"])
+        test.assertNotIn("metrics", rec)
+        return
+    primary = rec["primary"]
+    test.assertIn(primary["better"], ("lower", "higher"))
+    value = rec["metrics"][primary["metric"]]
+    test.assertIsInstance(value, (int, float))
+    test.assertGreater(value, 0, rec)
+    test.assertGreater(rec["metrics"]["peak_rss_kib"], 0)
+    test.assertEqual(rec["metrics"].get("failed_allocations", 0), 0, rec)
+    for name, lat in rec["metrics"].items():
+        if name.endswith("latency_ns"):
+            test.assertLessEqual(lat["p50"], lat["p99"])
+            test.assertLessEqual(lat["p99"], lat["p999"])
+            test.assertLessEqual(lat["p999"], lat["max"])
+
+
+def check_workload(test, rec):
+    m = rec.get("metrics")
+    if m is None:
+        return
+    w = rec["workload"]
+    if w == "queue":
+        p = rec["params"]
+        test.assertEqual(m["sent"] + m["dropped"], p["producers"] * p["ticks"], rec)
+        test.assertLessEqual(m["received"], m["sent"])
+        test.assertEqual(m["received"], m["sent"])  # drained at the end
+        test.assertEqual(m["corrupt_messages"], 0)
+        test.assertTrue(m["invariants_ok"])
+        test.assertGreater(m["enqueue_latency_ns"]["samples"], 0)
+    elif w == "prodcons":
+        test.assertTrue(m["checksum_ok"], rec)
+    elif w == "fragmentation":
+        test.assertEqual(m.get("corrupt_blocks", 0), 0, rec)
+
+
+class Workload(unittest.TestCase):
+    def test_quick_run_of_every_allocator(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run(WORKLOAD, "--quick", "--out", d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "results.jsonl")) as f:
+                records = [json.loads(line) for line in f]
+            self.assertTrue(records)
+            self.assertTrue(any("metrics" in x for x in records))
+            present = {x["allocator"] for x in records}
+            for name in ["glibc", "mempool", "mempool-heap", "size-class-pool", "std-pmr"]:
+                self.assertIn(name, present)  # always there: no package needed
+            for rec in records:
+                with self.subTest(allocator=rec["allocator"], case=rec["case"]):
+                    self.assertEqual(rec["workload"], WORKLOAD)
+                    check_record(self, rec)
+                    check_workload(self, rec)
+            with open(os.path.join(d, "results.csv"), newline="") as f:
+                rows = list(csv.reader(f))
+            self.assertEqual(",".join(rows[0]), CSV_HEADER)
+            self.assertEqual(len(rows) - 1, len(records))
+            self.assertTrue(all(len(row) == len(rows[0]) for row in rows))
+            # The table names every allocator that ran.
+            for name in present:
+                self.assertIn(name, r.stdout)
+            rep = run("report", d)
+            self.assertEqual(rep.returncode, 0, rep.stderr)
+            with open(os.path.join(d, "report.md")) as f:
+                self.assertIn(f"## {WORKLOAD}", f.read())
+
+
+if __name__ == "__main__":
+    TOOL = os.path.abspath(sys.argv[1])
+    WORKLOAD = sys.argv[2]
+    selected = Arguments if WORKLOAD == "args" else Workload
+    suite = unittest.TestLoader().loadTestsFromTestCase(selected)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    sys.exit(0 if result.wasSuccessful() else 1)
