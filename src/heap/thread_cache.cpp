@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "central_cache.hpp"
@@ -22,6 +23,15 @@ constinit bool g_have_exit_key = false;
 
 // A list may grow to 16 batches, and never past this many blocks.
 constexpr std::uint32_t kMaxListLength = 8192;
+
+// No class may hold more than an eighth of the budget: otherwise a few hot large
+// classes (blocks of 64-256 KiB) fill it on their own, and every scavenge then
+// halves the small classes' lists too (mixed sizes to 256 KiB in a window of
+// live blocks spent most of their time refilling and flushing).
+std::uint32_t class_cap(std::size_t c) noexcept {
+  const std::size_t blocks = g_budget / 8 / kHeapClasses[c].size;
+  return static_cast<std::uint32_t>(std::clamp<std::size_t>(blocks, 1, kMaxListLength));
+}
 
 void thread_exit_hook(void* cache) {
   static_cast<ThreadCache*>(cache)->on_thread_exit();
@@ -127,7 +137,7 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   } else if (max + batch <= kMaxListLength && max < 16 * batch) {
     max += batch;
   }
-  set_max(c, max);
+  set_max(c, std::min(max, class_cap(c)));
   if (max_bytes_ > g_budget) scavenge();
   const std::size_t want = maxes[c] < batch ? (maxes[c] == 0 ? 1 : maxes[c]) : batch;
   FreeBlock* first = nullptr;
@@ -144,7 +154,7 @@ void ThreadCache::flush(std::size_t c) noexcept {
     return;
   }
   const std::uint32_t batch = kHeapClasses[c].batch;
-  if (maxes[c] < batch) {
+  if (maxes[c] < batch && maxes[c] < class_cap(c)) {
     set_max(c, maxes[c] + 1);  // slow start
     if (max_bytes_ > g_budget) scavenge();
     if (count(c) <= maxes[c]) return;

@@ -10,6 +10,7 @@
 #include "heap/class_info.hpp"
 #include "heap/page_heap.hpp"
 #include "heap/page_map.hpp"
+#include "heap/thread_cache.hpp"
 #include "mempool/detail/size_classes.hpp"
 #include "mempool/heap.hpp"
 
@@ -157,6 +158,30 @@ TEST(HeapCentralCache, KeepsFullBatchesAndReturnsEmptySpans) {
   const CentralClassCounts after = g_central_cache.counts(c);
   EXPECT_EQ(after.blocks_in_batches, 0u);
   EXPECT_EQ(after.blocks_out, before.blocks_out - before.blocks_in_batches);
+}
+
+}  // namespace
+}  // namespace mempool::detail
+
+namespace mempool::detail {
+namespace {
+
+// A large class may not fill the thread cache's budget (2 MiB by default) on its
+// own: after rounds that would grow its list (slow start, then whole batches),
+// the calling thread still caches at most an eighth of the budget of it.
+TEST(HeapThreadCache, ALargeClassTakesAtMostAnEighthOfTheBudget) {
+  constexpr std::size_t kSize = 200 * 1024;
+  const std::size_t c = heap_class_of(kSize);
+  std::vector<void*> blocks;
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 24; ++i)
+      blocks.push_back(mempool::allocate(kSize));
+    for (void* p : blocks)
+      mempool::deallocate(p);
+    blocks.clear();
+    ASSERT_LE(tls_thread_cache.cached_blocks(c) * kHeapClasses[c].size, (std::size_t{2} << 20) / 8)
+        << "round " << round;
+  }
 }
 
 }  // namespace
