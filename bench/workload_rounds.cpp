@@ -3,7 +3,7 @@
 // 4, 20, 40 and 80 bytes in turn, then frees the four with their sizes; one of
 // "large" allocates and frees one object of 1 KiB. Total wall time, from the
 // threads' common start to the last one's end. R = 100, K = 10,000 (--quick:
-// 10 x 1,000).
+// 10 x 1,000), after one untimed round per thread.
 #include <array>
 
 #include "workloads.hpp"
@@ -29,26 +29,27 @@ nlohmann::json rounds(const RunSpec& spec, const std::vector<std::size_t>& sizes
   const std::size_t rounds = spec.quick ? 10 : 100;
   const std::size_t iterations = spec.quick ? 1000 : 10000;
   std::vector<std::uint64_t> failed(static_cast<std::size_t>(spec.threads), 0);
-  const Timing t = run_threads(
-      spec.threads, [](int) {},
-      [&](int thread) {
-        std::array<void*, 4> p{};
-        std::uint64_t misses = 0;
-        for (std::size_t r = 0; r < rounds; ++r) {
-          for (std::size_t i = 0; i < iterations; ++i) {
-            const auto v = static_cast<unsigned char>(i);
-            for (std::size_t k = 0; k < sizes.size(); ++k)
-              p[k] = make<A>(sizes[k], v);
-            for (std::size_t k = 0; k < sizes.size(); ++k) {
-              if (p[k] == nullptr) {
-                ++misses;
-              } else {
-                A::deallocate(p[k], sizes[k]);
-              }
-            }
-          }
+  // One round of iterations; the first, untimed, warms each thread up.
+  auto round = [&](std::size_t thread, std::size_t count) {
+    std::array<void*, 4> p{};
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto v = static_cast<unsigned char>(i);
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        p[k] = make<A>(sizes[k], v);
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        if (p[k] == nullptr) {
+          ++failed[thread];
+        } else {
+          A::deallocate(p[k], sizes[k]);
         }
-        failed[static_cast<std::size_t>(thread)] = misses;
+      }
+    }
+  };
+  const Timing t = run_threads(
+      spec.threads, [&](int thread) { round(static_cast<std::size_t>(thread), iterations); },
+      [&](int thread) {
+        for (std::size_t r = 0; r < rounds; ++r)
+          round(static_cast<std::size_t>(thread), iterations);
       });
   const std::uint64_t ops = static_cast<std::uint64_t>(spec.threads) * rounds * iterations;
   nlohmann::json metrics = timing_metrics(t, ops, spec.threads);  // an op: one iteration
