@@ -95,6 +95,10 @@ def check_record(test, rec):
                 "malloc_from"]:
         test.assertIn(key, rec)
     test.assertTrue(MACHINE_KEYS <= set(rec["machine"]), rec["machine"])
+    # Every allocator of the run has a version, and glibc's is the C library's.
+    versions = rec["machine"]["libraries"]
+    test.assertTrue(versions.get(rec["allocator"]), versions)
+    test.assertEqual(versions["glibc"], rec["machine"]["glibc"])
     if "skipped" in rec:
         test.assertTrue(rec["skipped"])
         test.assertNotIn("metrics", rec)
