@@ -37,18 +37,15 @@
 #include "mempool/bitmap_pool.hpp"
 #include "mempool/concurrent_fixed_pool.hpp"
 #include "mempool/object_pool.hpp"
+#include "micro_shapes.hpp"
 
 namespace {
 
-struct Obj {
-  std::uint64_t a, b, c;
-};
-static_assert(sizeof(Obj) == 24);
+using mempool_bench::kBulk;
+using mempool_bench::kChurnLive;
+using mempool_bench::kChurnStep;
+using mempool_bench::Obj;
 
-constexpr std::size_t kBulk = 10'000;
-constexpr std::size_t kChurnLive = 5'000;
-constexpr std::size_t kChurnStep = 100;
-static_assert(kChurnLive % kChurnStep == 0);
 constexpr int kMaxThreads = 8;
 // BitmapPool has a fixed capacity: enough for Bulk on one thread, and on all of them.
 constexpr std::size_t kBitmapCapacitySingle = 16'384;

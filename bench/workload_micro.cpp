@@ -18,20 +18,12 @@
 #include <map>
 #include <new>
 
+#include "micro_shapes.hpp"
 #include "workloads.hpp"
 
 namespace mempool_bench {
 
 namespace {
-
-struct Obj {
-  std::uint64_t a, b, c;
-};
-static_assert(sizeof(Obj) == 24);
-
-constexpr std::size_t kBulk = 10'000;
-constexpr std::size_t kChurnLive = 5'000;
-constexpr std::size_t kChurnStep = 100;
 
 std::uint64_t g_failed = 0;  // bitmap-pool returns nullptr when full
 
