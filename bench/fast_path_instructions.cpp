@@ -29,13 +29,11 @@
 #include "mempool/detail/free_list.hpp"
 #include "mempool/object_pool.hpp"
 #include "mempool/stats.hpp"
+#include "micro_shapes.hpp"
 
 namespace {
 
-struct Obj {
-  std::uint64_t a, b, c;
-};
-static_assert(sizeof(Obj) == 24);
+using mempool_bench::Obj;
 
 constexpr long kWarmupPairs = 1000;
 constexpr long kDefaultPairs = 1'000'000;
