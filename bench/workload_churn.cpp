@@ -14,6 +14,8 @@
 
 #include <thread>
 
+#include <numeric>
+
 #include "workloads.hpp"
 
 namespace mempool_bench {
@@ -79,10 +81,7 @@ nlohmann::json waves(const RunSpec& spec, int total, std::size_t low, const std:
   metrics["rss_after_kib"] = rss_after;
   metrics["retained_kib"] = rss_after - t.rss_before_kib;
   metrics["threads_run"] = total;
-  std::uint64_t failures = 0;
-  for (std::uint64_t f : failed)
-    failures += f;
-  metrics["failed_allocations"] = failures;
+  metrics["failed_allocations"] = std::accumulate(failed.begin(), failed.end(), std::uint64_t{0});
   return {{"case", text},
           {"primary", {{"metric", "rss_after_kib"}, {"better", "lower"}}},
           {"params",

@@ -6,6 +6,8 @@
 // 10 x 1,000), after one untimed round per thread.
 #include <array>
 
+#include <numeric>
+
 #include "workloads.hpp"
 
 namespace mempool_bench {
@@ -53,10 +55,7 @@ nlohmann::json rounds(const RunSpec& spec, const std::vector<std::size_t>& sizes
       });
   const std::uint64_t ops = static_cast<std::uint64_t>(spec.threads) * rounds * iterations;
   nlohmann::json metrics = timing_metrics(t, ops, spec.threads);  // an op: one iteration
-  std::uint64_t misses = 0;
-  for (std::uint64_t f : failed)
-    misses += f;
-  metrics["failed_allocations"] = misses;
+  metrics["failed_allocations"] = std::accumulate(failed.begin(), failed.end(), std::uint64_t{0});
   return {{"case", case_text},
           {"primary", {{"metric", "wall_s"}, {"better", "lower"}}},
           {"params", {{"rounds", rounds}, {"iterations", iterations}, {"sizes", sizes}}},

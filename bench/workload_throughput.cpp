@@ -8,6 +8,8 @@
 
 #include <memory>
 
+#include <numeric>
+
 #include "workloads.hpp"
 
 namespace mempool_bench {
@@ -81,10 +83,7 @@ nlohmann::json loop(const RunSpec& spec, std::size_t mixed_low, bool log_uniform
       if (b.p != nullptr) A::deallocate(b.p, b.n);
 
   nlohmann::json metrics = timing_metrics(r.timing, r.ops, spec.threads);
-  std::uint64_t failures = 0;
-  for (std::uint64_t f : failed)
-    failures += f;
-  metrics["failed_allocations"] = failures;
+  metrics["failed_allocations"] = std::accumulate(failed.begin(), failed.end(), std::uint64_t{0});
   if (sample_latency) {
     LatencyHistogram all;
     for (const LatencyHistogram& h : histograms)
