@@ -21,15 +21,48 @@
 #include <cstdint>
 #include <new>
 
+#include "mempool/detail/heap_thread_cache.hpp"
+#include "mempool/detail/platform.hpp"
+#include "mempool/detail/size_classes.hpp"
+
 namespace mempool {
+
+namespace detail {
+// Out of line (src/heap/heap.cpp): any size, and every thread-cache miss.
+[[nodiscard]] void* heap_allocate_or_throw(std::size_t n);
+[[nodiscard]] void* heap_try_allocate(std::size_t n) noexcept;
+void heap_deallocate_sized(void* p, std::size_t n) noexcept;
+
+// True for a size the compiler knows (after inlining) and that names a class.
+MEMPOOL_ALWAYS_INLINE bool heap_constant_small_size(std::size_t n) noexcept {
+  return __builtin_constant_p(n) && !kChecked && n <= kHeapSmallMax;
+}
+
+// The inline hit: a block for a constant size, nullptr otherwise or on a miss.
+MEMPOOL_ALWAYS_INLINE void* heap_pop_constant_size(std::size_t n) noexcept {
+  return heap_constant_small_size(n) ? heap_pop(heap_class_of(n)) : nullptr;
+}
+}  // namespace detail
+
+// allocate, try_allocate and the sized deallocate are inline for one case: a size
+// the compiler knows (sizeof(T), a constant). Its class is then a constant too,
+// and the thread-cache hit is a pop or push at a fixed TLS address, which the CPU
+// forwards from the last store without waiting (measured: a pair in 2-3 ns
+// instead of 6). Any other size, a miss and the checked build go out of line.
 
 // Throws std::bad_alloc when the system is out of memory or n is absurd (more than
 // the address space can hold). allocate(0) returns a unique pointer to free later.
-[[nodiscard]] void* allocate(std::size_t n);
+[[nodiscard]] MEMPOOL_ALWAYS_INLINE void* allocate(std::size_t n) {
+  if (void* p = detail::heap_pop_constant_size(n); MEMPOOL_LIKELY(p != nullptr)) return p;
+  return detail::heap_allocate_or_throw(n);
+}
 // `alignment` is any power of two; std::bad_alloc for one that is not.
 [[nodiscard]] void* allocate(std::size_t n, std::align_val_t alignment);
 // The same, with nullptr instead of an exception.
-[[nodiscard]] void* try_allocate(std::size_t n) noexcept;
+[[nodiscard]] MEMPOOL_ALWAYS_INLINE void* try_allocate(std::size_t n) noexcept {
+  if (void* p = detail::heap_pop_constant_size(n); MEMPOOL_LIKELY(p != nullptr)) return p;
+  return detail::heap_try_allocate(n);
+}
 [[nodiscard]] void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept;
 
 // Size-free: any pointer that allocate/try_allocate returned; nullptr does nothing.
@@ -37,7 +70,13 @@ void deallocate(void* p) noexcept;
 // Sized: n must be the size asked for (or anything up to usable_size(p)). A block
 // from an aligned allocate must be freed with its alignment (the three-argument
 // form), or without a size: deallocate(p, n) would name the wrong class.
-void deallocate(void* p, std::size_t n) noexcept;
+MEMPOOL_ALWAYS_INLINE void deallocate(void* p, std::size_t n) noexcept {
+  if (detail::heap_constant_small_size(n) && MEMPOOL_LIKELY(p != nullptr)) {
+    detail::heap_free_to_cache(p, detail::heap_class_of(n));
+    return;
+  }
+  detail::heap_deallocate_sized(p, n);
+}
 void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept;
 
 // Bytes the block really has (>= the size asked for); 0 for nullptr.

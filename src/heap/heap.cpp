@@ -314,7 +314,7 @@ namespace mempool {
 using detail::heap_allocate;
 using detail::heap_allocate_aligned;
 
-void* try_allocate(std::size_t n) noexcept {
+void* detail::heap_try_allocate(std::size_t n) noexcept {
   if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return heap_allocate(n);
 }
@@ -331,7 +331,7 @@ MEMPOOL_NOINLINE void* allocate_miss(std::size_t n) {
 }
 }  // namespace
 
-void* allocate(std::size_t n) {
+void* detail::heap_allocate_or_throw(std::size_t n) {
   if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return allocate_miss(n);
 }
@@ -346,7 +346,7 @@ void deallocate(void* p) noexcept {
   detail::heap_free(p);
 }
 
-void deallocate(void* p, std::size_t n) noexcept {
+void detail::heap_deallocate_sized(void* p, std::size_t n) noexcept {
   detail::heap_free_sized(p, n);
 }
 

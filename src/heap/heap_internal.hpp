@@ -32,24 +32,12 @@ void heap_free_slow(void* p, Span* s) noexcept;  // nullptr, large, foreign or m
 void heap_free_sized_checked(void* p, std::size_t n) noexcept;
 void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) noexcept;
 [[noreturn]] void heap_misuse(const void* p, const char* problem) noexcept;
-void checked_on_allocate(void* p) noexcept;
 void checked_on_free(void* p, Span* s) noexcept;
 // The span of a block the program holds, misuse reported (nullptr for nullptr).
 Span* heap_block_span(const void* p) noexcept;
 std::size_t heap_usable_size(const void* p) noexcept;
 // Bytes of a large or direct span that start at its block (0 for small spans).
 bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept;
-
-// A block of class c from the calling thread's cache, or nullptr on a miss.
-MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
-  ThreadCache& t = tls_thread_cache;
-  FreeBlock* b = t.heads[c];
-  if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
-  t.heads[c] = b->next;
-  t.set_room(c, t.room(c) + 1);
-  if constexpr (kChecked) checked_on_allocate(b);
-  return b;
-}
 
 // The miss path: refill from the central cache (nullptr when out of memory).
 void* heap_allocate_class_miss(std::size_t c) noexcept;
@@ -73,16 +61,6 @@ MEMPOOL_ALWAYS_INLINE void* heap_try_hit(std::size_t n) noexcept {
 MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
   if (MEMPOOL_LIKELY(n <= kHeapSmallMax)) return heap_allocate_class(heap_class_of(n));
   return heap_allocate_slow(n);
-}
-
-MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
-  ThreadCache& t = tls_thread_cache;
-  auto* b = static_cast<FreeBlock*>(p);
-  b->next = t.heads[c];
-  t.heads[c] = b;
-  const std::int32_t room = t.room(c) - 1;
-  t.set_room(c, room);
-  if (MEMPOOL_UNLIKELY(room < 0)) t.flush(c);
 }
 
 MEMPOOL_ALWAYS_INLINE void heap_free(void* p) noexcept {

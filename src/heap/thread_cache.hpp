@@ -1,120 +1,12 @@
-// The thread cache: per thread, one free list per size class. The hit path
-// (heap_fast_path.hpp) pops or pushes a block with no lock and no atomic
-// read-modify-write; everything else is here, out of line.
-//
-// List lengths adapt per class (tcmalloc's slow start): a list's flush threshold
-// `max` starts at 0, grows by one each time the list overflows or runs dry until
-// it reaches the class's batch, then by whole batches while the class stays hot,
-// and shrinks again when a list keeps overflowing. The sum of max x block size is
-// the thread's budget (MEMPOOL_THREAD_CACHE_BYTES, default 2 MiB): past it every
-// list is halved, so one thread cannot hoard memory.
+// The thread cache's internal entry points; the class itself and its hit path
+// are in include/mempool/detail/heap_thread_cache.hpp.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
-#include <cstdint>
 
-#include "mempool/detail/free_list.hpp"
-#include "mempool/detail/platform.hpp"
-#include "mempool/detail/size_classes.hpp"
+#include "mempool/detail/heap_thread_cache.hpp"
 
 namespace mempool::detail {
-
-enum class ThreadCacheState : std::uint8_t {
-  kUnset,   // the thread has not used the heap yet
-  kActive,  // caching
-  kExited,  // the thread is exiting (or has no exit hook): no caching any more
-};
-
-class ThreadCache {
- public:
-  // The hot part, first, as three arrays indexed by class: the hit path reaches
-  // an entry with one scaled address from the TLS base.
-  FreeBlock* heads[kHeapClassCount] = {};
-  // rooms[c] = maxes[c] - (blocks in list c): a free decrements it and flushes
-  // when it goes negative, an allocation increments it, so the hit path updates
-  // one word with one instruction and tests the sign. Written only by the owning
-  // thread; stats() reads it from other threads with a relaxed atomic load (an
-  // aligned 32-bit word: the worst it sees is a slightly old value).
-  // ThreadSanitizer builds make it a real atomic, so TSan checks all the rest.
-#if defined(__SANITIZE_THREAD__)
-  std::atomic<std::int32_t> rooms[kHeapClassCount] = {};
-#else
-  std::int32_t rooms[kHeapClassCount] = {};
-#endif
-  std::uint32_t maxes[kHeapClassCount] = {};  // flush thresholds; 0 until a class is used
-
-  MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
-#if defined(__SANITIZE_THREAD__)
-    return rooms[c].load(std::memory_order_relaxed);
-#else
-    return rooms[c];
-#endif
-  }
-  MEMPOOL_ALWAYS_INLINE void set_room(std::size_t c, std::int32_t room) noexcept {
-#if defined(__SANITIZE_THREAD__)
-    rooms[c].store(room, std::memory_order_relaxed);
-#else
-    rooms[c] = room;
-#endif
-  }
-  [[nodiscard]] std::uint32_t count(std::size_t c) const noexcept {
-    return static_cast<std::uint32_t>(static_cast<std::int32_t>(maxes[c]) - room(c));
-  }
-  void set_count(std::size_t c, std::uint32_t n) noexcept {
-    set_room(c, static_cast<std::int32_t>(maxes[c]) - static_cast<std::int32_t>(n));
-  }
-
-  // The list of class c was empty: fetch a batch from the central cache and
-  // return one block (nullptr when out of memory).
-  void* refill(std::size_t c) noexcept;
-  // The list of class c passed its threshold (room < 0): give a batch back.
-  void flush(std::size_t c) noexcept;
-  // Gives every cached block back (thread exit, collect()).
-  void release_all() noexcept;
-  // Runs at thread exit (a pthread key destructor).
-  void on_thread_exit() noexcept;
-
-  [[nodiscard]] ThreadCacheState state() const noexcept {
-    return state_;
-  }
-  // From another thread (stats): both words may be stale, so clamp at 0.
-  [[nodiscard]] std::size_t cached_blocks(std::size_t c) const noexcept {
-#if defined(__SANITIZE_THREAD__)
-    const std::int32_t r = rooms[c].load(std::memory_order_relaxed);
-#else
-    const std::int32_t r = __atomic_load_n(&rooms[c], __ATOMIC_RELAXED);
-#endif
-    const auto m = static_cast<std::int32_t>(__atomic_load_n(&maxes[c], __ATOMIC_RELAXED));
-    return m > r ? static_cast<std::size_t>(m - r) : 0;
-  }
-
-  // Thread-cache registry (stats, fork).
-  // Calls f on every registered cache, the registry locked.
-  static void for_each(void (*f)(const ThreadCache&, void*), void* context) noexcept;
-  static void lock_registry() noexcept;
-  static void unlock_registry() noexcept;
-  // In a forked child: only the calling thread survived; forget the others.
-  static void reset_registry_after_fork() noexcept;
-
- private:
-  bool activate() noexcept;
-  void release(std::size_t c, std::size_t n) noexcept;
-  void set_max(std::size_t c, std::uint32_t max) noexcept;
-  void scavenge() noexcept;
-
-  std::size_t max_bytes_ = 0;  // sum of max x block size
-  std::uint8_t overflows_[kHeapClassCount] = {};
-  ThreadCacheState state_ = ThreadCacheState::kUnset;
-  ThreadCache* prev_ = nullptr;
-  ThreadCache* next_ = nullptr;
-
-  friend class ThreadCacheRegistry;
-};
-
-// Initial-exec TLS: one %fs-relative access, no __tls_get_addr call.
-extern constinit thread_local ThreadCache tls_thread_cache
-    __attribute__((tls_model("initial-exec")));
 
 // Heap options read from the environment (src/options.cpp).
 void set_thread_cache_budget(std::size_t bytes) noexcept;

@@ -655,6 +655,69 @@ TEST(HeapApi, SizedDeallocate) {
   EXPECT_EQ(stats().bytes_in_use, before);
 }
 
+// N is a compile-time constant here, so allocate(N), try_allocate(N) and
+// deallocate(p, N) take heap.hpp's inline hit path (in optimised, unchecked
+// builds). Their blocks must mix with every other path: freed size-free, with a
+// run-time size and from another thread, and `count` of them run the thread
+// cache dry and over its threshold (refills and flushes behind the inline path).
+template <std::size_t N>
+void mix_constant_size_with_other_paths(int count, std::uint64_t* seed) {
+  const volatile std::size_t runtime_n = N;  // the same size, unknown to the compiler
+  std::vector<Live> live;
+  for (int i = 0; i < count; ++i) {
+    void* p = (i & 1) != 0 ? try_allocate(N) : allocate(N);
+    std::size_t usable = 0;
+    ASSERT_NO_FATAL_FAILURE(check_fresh(p, N, default_alignment(N), ++*seed, &usable));
+    live.push_back({p, N, usable, *seed});
+  }
+  expect_disjoint(live);
+  std::vector<Live> for_other_thread;
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    ASSERT_NO_FATAL_FAILURE(check_intact(live[i]));
+    switch (i % 4) {
+      case 0:
+        deallocate(live[i].p, N);
+        break;
+      case 1:
+        deallocate(live[i].p);
+        break;
+      case 2:
+        deallocate(live[i].p, runtime_n);
+        break;
+      default:
+        for_other_thread.push_back(live[i]);
+    }
+  }
+  std::thread([&] {
+    for (const Live& b : for_other_thread) {
+      check_intact(b);
+      deallocate(b.p, N);
+    }
+  }).join();
+  // The blocks pushed by the inline path come back out of it, intact from here.
+  void* again = allocate(N);
+  ASSERT_NE(again, nullptr);
+  deallocate(again, N);
+}
+
+TEST(HeapApi, ConstantSizesMixWithEveryOtherPath) {
+  const HeapStats before = stats();
+  std::uint64_t seed = 0;
+  ASSERT_NO_FATAL_FAILURE(mix_constant_size_with_other_paths<1>(5000, &seed));
+  ASSERT_NO_FATAL_FAILURE(mix_constant_size_with_other_paths<16>(5000, &seed));
+  ASSERT_NO_FATAL_FAILURE(mix_constant_size_with_other_paths<64>(5000, &seed));
+  ASSERT_NO_FATAL_FAILURE(mix_constant_size_with_other_paths<4096>(1000, &seed));
+  ASSERT_NO_FATAL_FAILURE(mix_constant_size_with_other_paths<kHeapMaxSmallSize>(24, &seed));
+  ASSERT_NO_FATAL_FAILURE(mix_constant_size_with_other_paths<kHeapMaxSmallSize + 1>(8, &seed));
+  const HeapStats after = stats();
+  expect_consistent(after);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  for (std::size_t c = 0; c < after.class_count; ++c) {
+    EXPECT_EQ(after.classes[c].blocks_in_use, before.classes[c].blocks_in_use)
+        << "class of " << after.classes[c].block_size << " bytes";
+  }
+}
+
 // collect() gives free memory back while blocks are live: every live block keeps
 // its contents, and the heap keeps working (and allocating again) afterwards.
 TEST(HeapApi, CollectKeepsLiveBlocks) {
