@@ -16,6 +16,8 @@ bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
     if (memory == nullptr) return false;
     root_[i].store(static_cast<Leaf*>(memory), std::memory_order_release);
     leaves_.fetch_add(1, std::memory_order_relaxed);
+    const auto leaf = reinterpret_cast<std::uintptr_t>(memory);
+    if (leaf <= kHotLeafMask) hot_.store(leaf | (i << kHotIndexShift), std::memory_order_release);
   }
   return true;
 }

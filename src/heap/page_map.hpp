@@ -30,9 +30,19 @@ class PageMap {
   MEMPOOL_ALWAYS_INLINE std::uintptr_t lookup_entry(const void* p) const noexcept {
     const std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) >> kHeapPageShift;
     const std::uintptr_t root_index = page >> kLeafBits;
-    if (MEMPOOL_UNLIKELY(root_index >= kRootSize)) return 0;
-    const Leaf* leaf = root_[root_index].load(std::memory_order_acquire);
-    if (MEMPOOL_UNLIKELY(leaf == nullptr)) return 0;
+    // The newest leaf first: its load does not depend on p, so a hit leaves one
+    // load between p and its entry instead of two. That chain bounds a free
+    // followed by an allocation (the free's push waits for the class): measured
+    // 1 ns of a 6 ns pair with random sizes.
+    const std::uintptr_t hot = hot_.load(std::memory_order_acquire);
+    const Leaf* leaf;
+    if (MEMPOOL_LIKELY(root_index == hot >> kHotIndexShift && hot != 0)) {
+      leaf = reinterpret_cast<const Leaf*>(hot & kHotLeafMask);
+    } else {
+      if (MEMPOOL_UNLIKELY(root_index >= kRootSize)) return 0;
+      leaf = root_[root_index].load(std::memory_order_acquire);
+      if (MEMPOOL_UNLIKELY(leaf == nullptr)) return 0;
+    }
     return leaf->entries[page & (kLeafSize - 1)].load(std::memory_order_relaxed);
   }
   // The span holding the page of p, or nullptr.
@@ -67,6 +77,14 @@ class PageMap {
   struct Leaf {
     std::atomic<std::uintptr_t> entries[kLeafSize];
   };
+  // hot_: the newest leaf's address (below 2^47) with its root index in the 17
+  // bits above; 0 until a leaf exists. One word, so no reader pairs a leaf with
+  // the wrong index.
+  static constexpr unsigned kHotIndexShift = kAddressBits - 1;
+  static constexpr std::uintptr_t kHotLeafMask = (std::uintptr_t{1} << kHotIndexShift) - 1;
+  static_assert(kRootBits + kHotIndexShift == 64);
+
+  std::atomic<std::uintptr_t> hot_{0};
   std::atomic<Leaf*> root_[kRootSize] = {};
   std::atomic<std::size_t> leaves_{0};
 };

@@ -82,6 +82,39 @@ TEST(HeapPageMap, FindsEveryPageOfASpanAndNothingElse) {
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start)), nullptr);
 }
 
+// Lookups in the newest leaf take the shortcut (no root load); the others go
+// through the root. Both must agree, and the shortcut must not answer for
+// another leaf's range, nor for addresses below 2 GiB (root index 0).
+TEST(HeapPageMap, NewestLeafAndOlderLeavesAgree) {
+  const std::uintptr_t leaf_span = std::uintptr_t{1} << (PageMap::kLeafBits + kHeapPageShift);
+  const std::uintptr_t older = std::uintptr_t{0x6000'0000'0000} >> kHeapPageShift;
+  const std::uintptr_t newer = (std::uintptr_t{0x6000'0000'0000} + leaf_span) >> kHeapPageShift;
+  Span a;
+  a.start = older << kHeapPageShift;
+  a.pages = 1;
+  Span b;
+  b.start = newer << kHeapPageShift;
+  b.pages = 1;
+  g_page_heap.lock();
+  ASSERT_TRUE(g_page_map.ensure(older, 1));
+  ASSERT_TRUE(g_page_map.ensure(newer, 1));  // the newest leaf: the shortcut's
+  g_page_map.set(older, &a);
+  g_page_map.set(newer, &b);
+  g_page_heap.unlock();
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start + 100)), &a);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start + 100)), &b);
+  // Same page offset within each leaf, other leaf: the entries stay apart.
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start + kHeapPageSize)), nullptr);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start + leaf_span * 2)), nullptr);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(std::uintptr_t{0x1000})), nullptr);
+  g_page_heap.lock();
+  g_page_map.set(older, nullptr);
+  g_page_map.set(newer, nullptr);
+  g_page_heap.unlock();
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start)), nullptr);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start)), nullptr);
+}
+
 TEST(HeapPageHeap, SplitsCoalescesAndAligns) {
   Span* a = g_page_heap.allocate(4);
   Span* b = g_page_heap.allocate(4);
