@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -111,15 +112,21 @@ TEST(BitmapPool, TryDeallocateReportsMisuse) {
   EXPECT_EQ(rt.in_use(), 0u);
 }
 
-TEST(BitmapPool, OddBlockSizesDivideExactly) {
-  for (std::size_t size : {24u, 48u, 80u, 112u, 1000u, 4000u}) {
+// Odd block sizes divide by a multiply-high, powers of two by a shift: both find
+// every block and refuse every pointer inside one.
+TEST(BitmapPool, EveryBlockSizeDividesExactly) {
+  for (std::size_t size : {24u, 48u, 80u, 112u, 1000u, 4000u, 16u, 64u, 256u, 4096u}) {
     BitmapPool rt(size, 300);
     std::vector<char*> v;
     for (int i = 0; i < 300; ++i)
       v.push_back(static_cast<char*>(rt.allocate()));
-    for (char* p : v) {
-      ASSERT_TRUE(rt.owns(p));
-      ASSERT_FALSE(rt.owns(p + 16));
+    std::sort(v.begin(), v.end());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      ASSERT_EQ(v[i], v[0] + i * rt.block_size()) << "size " << size;
+      ASSERT_TRUE(rt.owns(v[i]));
+      ASSERT_FALSE(rt.owns(v[i] + 8)) << "size " << size;
+      ASSERT_FALSE(rt.owns(v[i] + rt.block_size() / 2 + 1)) << "size " << size;
+      ASSERT_FALSE(rt.try_deallocate(v[i] + 8)) << "size " << size;
     }
     for (char* p : v)
       ASSERT_TRUE(rt.try_deallocate(p));

@@ -55,6 +55,8 @@ BitmapPool::BitmapPool(const Config& config, char* base, std::size_t mapped_byte
     cursors_[k].word.store(k * bits_.words() / cursors, std::memory_order_relaxed);
   }
   cursor_mask_ = cursors - 1;
+  if (std::has_single_bit(block_size_))
+    shift_ = static_cast<unsigned>(std::countr_zero(block_size_));
   // Multiply-high by ceil(2^64 / d) divides exactly every offset below
   // 2^64 / d (the error term offset x (magic x d - 2^64) stays under 2^64).
   std::size_t product = 0;
@@ -94,6 +96,7 @@ BitmapPool::BitmapPool(BitmapPool&& other) noexcept
       block_size_(other.block_size_),
       bytes_(std::exchange(other.bytes_, 0)),
       magic_(other.magic_),
+      shift_(other.shift_),
       alignment_(other.alignment_),
       mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
       bits_(std::move(other.bits_)),
@@ -107,6 +110,7 @@ BitmapPool& BitmapPool::operator=(BitmapPool&& other) noexcept {
     block_size_ = other.block_size_;
     bytes_ = std::exchange(other.bytes_, 0);
     magic_ = other.magic_;
+    shift_ = other.shift_;
     alignment_ = other.alignment_;
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
     bits_ = std::move(other.bits_);
