@@ -217,5 +217,42 @@ TEST(HeapThreadCache, ALargeClassTakesAtMostAnEighthOfTheBudget) {
   }
 }
 
+std::size_t thread_cache_max_bytes() {
+  std::size_t bytes = 0;
+  for (std::size_t c = 1; c < kHeapClassCount; ++c)
+    bytes += std::size_t{tls_thread_cache.maxes[c]} * kHeapClasses[c].size;
+  return bytes;
+}
+
+// Large classes pushing the thread past its budget are cut back first: a small
+// class's list keeps most of its threshold while a dozen classes of 70-235 KiB
+// grow and overflow the budget again and again, and the budget still holds.
+TEST(HeapThreadCache, OverBudgetCutsTheLargestClassesFirst) {
+  constexpr std::size_t kSmall = 64;
+  const std::size_t small = heap_class_of(kSmall);
+  std::vector<void*> blocks;
+  for (int round = 0; round < 8; ++round) {  // slow start, then whole batches
+    for (int i = 0; i < 512; ++i)
+      blocks.push_back(mempool::allocate(kSmall));
+    for (void* p : blocks)
+      mempool::deallocate(p);
+    blocks.clear();
+  }
+  const std::uint32_t small_max = tls_thread_cache.maxes[small];
+  ASSERT_GE(small_max, 64u) << "the small list grew";
+  for (int round = 0; round < 10; ++round) {
+    for (std::size_t k = 0; k < 12; ++k) {
+      const std::size_t n = 70 * 1024 + k * 15 * 1024;
+      void* a = mempool::allocate(n);
+      void* b = mempool::allocate(n);
+      mempool::deallocate(a);
+      mempool::deallocate(b);
+    }
+    ASSERT_LE(thread_cache_max_bytes(), std::size_t{2} << 20) << "round " << round;
+  }
+  EXPECT_GE(tls_thread_cache.maxes[small], small_max / 2)
+      << "the small list was cut while large classes held the budget";
+}
+
 }  // namespace
 }  // namespace mempool::detail

@@ -8,8 +8,8 @@
 // `max` starts at 0, grows by one each time the list overflows or runs dry until
 // it reaches the class's batch, then by whole batches while the class stays hot,
 // and shrinks again when a list keeps overflowing. The sum of max x block size is
-// the thread's budget (MEMPOOL_THREAD_CACHE_BYTES, default 2 MiB): past it every
-// list is halved, so one thread cannot hoard memory.
+// the thread's budget (MEMPOOL_THREAD_CACHE_BYTES, default 2 MiB): past it the
+// lists are halved, largest class first, so one thread cannot hoard memory.
 #pragma once
 
 #include <atomic>
