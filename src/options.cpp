@@ -110,11 +110,14 @@ HeapOptions read_heap_options() noexcept {
   read_flag("MEMPOOL_SHOW_STATS", &o.show_stats);
   read_bytes("MEMPOOL_RELEASE_THRESHOLD", 0, &o.release_threshold);
   read_bytes("MEMPOOL_THREAD_CACHE_BYTES", 0, &o.thread_cache_bytes);
+  read_bytes("MEMPOOL_TOTAL_THREAD_CACHE_BYTES", 0, &o.total_thread_cache_bytes);
   read_bytes("MEMPOOL_DIRECT_MAP_THRESHOLD", std::size_t{256} * 1024, &o.direct_map_threshold);
   if (o.verbose) {
-    char a[24], b[24], c[24];
+    char a[24], b[24], c[24], d[24];
     write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),
                       " MEMPOOL_THREAD_CACHE_BYTES=", to_decimal(o.thread_cache_bytes, b));
+    write_stderr_line("options: MEMPOOL_TOTAL_THREAD_CACHE_BYTES=",
+                      to_decimal(o.total_thread_cache_bytes, d));
     write_stderr_line(
         "options: MEMPOOL_DIRECT_MAP_THRESHOLD=", to_decimal(o.direct_map_threshold, c),
         o.show_stats ? " MEMPOOL_SHOW_STATS=1" : " MEMPOOL_SHOW_STATS=0", " MEMPOOL_VERBOSE=1");

@@ -69,7 +69,7 @@ bool apply_options() noexcept {
   g_options_read = true;
   const HeapOptions options = read_heap_options();
   g_page_heap.set_release_threshold(options.release_threshold);
-  set_thread_cache_budget(options.thread_cache_bytes);
+  set_thread_cache_budget(options.thread_cache_bytes, options.total_thread_cache_bytes);
   g_direct_map_threshold = options.direct_map_threshold;
   g_verbose = options.verbose;
   if (options.show_stats) {

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "central_cache.hpp"
@@ -17,7 +18,28 @@ constinit thread_local ThreadCache tls_thread_cache __attribute__((tls_model("in
 namespace {
 
 constinit std::mutex g_registry_mutex;
-constinit std::size_t g_budget = std::size_t{2} << 20;
+// A thread's budget is its share of the total, kept between kMinBudget and
+// g_max_budget: one or a few threads cache up to 8 MiB each, which programs
+// that cycle blocks of 64-256 KiB need (a window of mixed sizes ran 70 ns an
+// operation at 2 MiB, 47 at 8), while a thousand threads hold 1 MiB each.
+constexpr std::size_t kMinBudget = std::size_t{1} << 20;
+constinit std::size_t g_max_budget = std::size_t{8} << 20;
+constinit std::size_t g_total_budget = std::size_t{32} << 20;
+constinit std::size_t g_caches = 0;  // registered (active) caches; registry mutex
+// The share, recomputed when a cache comes or goes; every slow path reads it.
+constinit std::atomic<std::size_t> g_share{std::size_t{8} << 20};
+
+// Registry mutex held (or before any thread has a cache).
+void update_share() noexcept {
+  const std::size_t share = g_total_budget / std::max<std::size_t>(1, g_caches);
+  g_share.store(std::clamp(share, std::min(kMinBudget, g_max_budget), g_max_budget),
+                std::memory_order_relaxed);
+}
+
+std::size_t budget_share() noexcept {
+  return g_share.load(std::memory_order_relaxed);
+}
+
 pthread_key_t g_exit_key;
 constinit bool g_have_exit_key = false;
 
@@ -28,8 +50,8 @@ constexpr std::uint32_t kMaxListLength = 8192;
 // classes (blocks of 64-256 KiB) fill it on their own, and every scavenge then
 // halves the small classes' lists too (mixed sizes to 256 KiB in a window of
 // live blocks spent most of their time refilling and flushing).
-std::uint32_t class_cap(std::size_t c) noexcept {
-  const std::size_t blocks = g_budget / 8 / kHeapClasses[c].size;
+std::uint32_t class_cap(std::size_t c, std::size_t budget) noexcept {
+  const std::size_t blocks = budget / 8 / kHeapClasses[c].size;
   return static_cast<std::uint32_t>(std::clamp<std::size_t>(blocks, 1, kMaxListLength));
 }
 
@@ -46,16 +68,27 @@ class ThreadCacheRegistry {
   static void add(ThreadCache* t) noexcept {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     caches().push_front(t);
+    ++g_caches;
+    update_share();
   }
   static void remove(ThreadCache* t) noexcept {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
-    if (t->prev_ != nullptr || caches().first() == t) caches().remove(t);  // a member only
+    if (t->prev_ != nullptr || caches().first() == t) {  // a member only
+      caches().remove(t);
+      --g_caches;
+      update_share();
+    }
   }
   static ThreadCache* first() noexcept { return caches().first(); }
   static ThreadCache* next(const ThreadCache* t) noexcept { return List::next(t); }
   static void reset_to(ThreadCache* survivor) noexcept {
     caches().clear();
-    if (survivor->state_ == ThreadCacheState::kActive) caches().push_front(survivor);
+    g_caches = 0;
+    if (survivor->state_ == ThreadCacheState::kActive) {
+      caches().push_front(survivor);
+      g_caches = 1;
+    }
+    update_share();
   }
 
  private:
@@ -65,8 +98,11 @@ class ThreadCacheRegistry {
   }
 };
 
-void set_thread_cache_budget(std::size_t bytes) noexcept {
-  g_budget = bytes;
+void set_thread_cache_budget(std::size_t max_per_thread, std::size_t total) noexcept {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  g_max_budget = max_per_thread;
+  g_total_budget = total;
+  update_share();
 }
 
 bool create_thread_exit_key() noexcept {
@@ -90,6 +126,7 @@ bool ThreadCache::activate() noexcept {
   if (!g_have_exit_key || ::pthread_setspecific(g_exit_key, this) != 0) return false;
   state_ = ThreadCacheState::kActive;
   ThreadCacheRegistry::add(this);
+  budget_ = budget_share();
   return true;
 }
 
@@ -123,6 +160,7 @@ void ThreadCache::release(std::size_t c, std::size_t n) noexcept {
 void* ThreadCache::refill(std::size_t c) noexcept {
   if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate()))
     return allocate_uncached(c);
+  budget_ = budget_share();  // threads come and go
   const std::uint32_t batch = kHeapClasses[c].batch;
   // Slow start: one more block per miss up to a batch, then whole batches. But
   // never fewer than 1 KiB's worth: blocks are carved in the order threads ask,
@@ -137,8 +175,8 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   } else if (max + batch <= kMaxListLength && max < 16 * batch) {
     max += batch;
   }
-  set_max(c, std::min(max, class_cap(c)));
-  if (max_bytes_ > g_budget) scavenge();
+  set_max(c, std::min(max, class_cap(c, budget_)));
+  if (max_bytes_ > budget_) scavenge();
   const std::size_t want = maxes[c] < batch ? (maxes[c] == 0 ? 1 : maxes[c]) : batch;
   FreeBlock* first = nullptr;
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
@@ -153,10 +191,12 @@ void ThreadCache::flush(std::size_t c) noexcept {
     release(c, count(c));
     return;
   }
+  budget_ = budget_share();
   const std::uint32_t batch = kHeapClasses[c].batch;
-  if (maxes[c] < batch && maxes[c] < class_cap(c)) {
+  if (max_bytes_ > budget_) scavenge();  // the share shrank: more threads
+  if (maxes[c] < batch && maxes[c] < class_cap(c, budget_)) {
     set_max(c, maxes[c] + 1);  // slow start
-    if (max_bytes_ > g_budget) scavenge();
+    if (max_bytes_ > budget_) scavenge();
     if (count(c) <= maxes[c]) return;
   } else if (maxes[c] > batch && ++overflows_[c] > 3) {
     // Overflowing again and again: the program frees more than it allocates here.
@@ -173,7 +213,7 @@ void ThreadCache::flush(std::size_t c) noexcept {
 // classes push the small ones down again and again (mixed sizes to 256 KiB in a
 // window: 1 in 40 operations scavenged, and most small frees flushed).
 void ThreadCache::scavenge() noexcept {
-  for (std::size_t c = kHeapClassCount - 1; c >= 1 && max_bytes_ > g_budget / 2; --c) {
+  for (std::size_t c = kHeapClassCount - 1; c >= 1 && max_bytes_ > budget_ / 2; --c) {
     if (maxes[c] == 0) continue;
     set_max(c, maxes[c] / 2);
     const std::uint32_t n = count(c);

@@ -8,8 +8,9 @@
 
 namespace mempool::detail {
 
-// Heap options read from the environment (src/options.cpp).
-void set_thread_cache_budget(std::size_t bytes) noexcept;
+// Heap options read from the environment (src/options.cpp): one thread's most
+// and all threads' caches together.
+void set_thread_cache_budget(std::size_t max_per_thread, std::size_t total) noexcept;
 // The pthread key whose destructor runs on_thread_exit; made once by heap_init.
 bool create_thread_exit_key() noexcept;
 // Blocks the heap gives out one by one once the calling thread has no cache.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
@@ -15,7 +16,8 @@ class HeapOptions : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
   void TearDown() override {
     for (const char* name : {"MEMPOOL_RELEASE_THRESHOLD", "MEMPOOL_VERBOSE", "MEMPOOL_SHOW_STATS",
-                             "MEMPOOL_THREAD_CACHE_BYTES", "MEMPOOL_DIRECT_MAP_THRESHOLD"})
+                             "MEMPOOL_THREAD_CACHE_BYTES", "MEMPOOL_TOTAL_THREAD_CACHE_BYTES",
+                             "MEMPOOL_DIRECT_MAP_THRESHOLD"})
       unsetenv(name);
   }
 };
@@ -23,6 +25,7 @@ class HeapOptions : public ::testing::Test {
 TEST_F(HeapOptions, BadValuesAreReportedAndIgnored) {
   setenv("MEMPOOL_RELEASE_THRESHOLD", "12x", 1);
   setenv("MEMPOOL_VERBOSE", "maybe", 1);
+  setenv("MEMPOOL_TOTAL_THREAD_CACHE_BYTES", "lots", 1);
   setenv("MEMPOOL_DIRECT_MAP_THRESHOLD", "1K", 1);  // below its 256K minimum
   EXPECT_EXIT(
       {
@@ -32,6 +35,7 @@ TEST_F(HeapOptions, BadValuesAreReportedAndIgnored) {
       },
       ::testing::ExitedWithCode(0),
       "ignoring MEMPOOL_VERBOSE=maybe(.|\n)*ignoring MEMPOOL_RELEASE_THRESHOLD=12x(.|\n)*"
+      "ignoring MEMPOOL_TOTAL_THREAD_CACHE_BYTES=lots(.|\n)*"
       "ignoring MEMPOOL_DIRECT_MAP_THRESHOLD=1K");
 }
 
@@ -80,6 +84,26 @@ TEST_F(HeapOptions, DirectMapThresholdSendsBigBlocksToTheirOwnMapping) {
         mempool::deallocate(p);  // unmapped at once
         const bool shrank = mempool::stats().bytes_mapped < mapped + (2 << 20);
         std::exit(grew && shrank ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// MEMPOOL_THREAD_CACHE_BYTES bounds one thread's cache: after cycling blocks of
+// every class to 256 KiB, the thread holds at most that much.
+TEST_F(HeapOptions, ThreadCacheBytesBoundsOneThreadsCache) {
+  setenv("MEMPOOL_THREAD_CACHE_BYTES", "1M", 1);
+  EXPECT_EXIT(
+      {
+        for (int round = 0; round < 4; ++round) {
+          std::vector<void*> blocks;
+          for (std::size_t n = 8; n <= (256 << 10); n += n / 4 + 8)
+            for (int i = 0; i < 16; ++i)
+              blocks.push_back(mempool::allocate(n));
+          for (void* p : blocks)
+            mempool::deallocate(p);
+        }
+        const std::size_t cached = mempool::stats().bytes_in_thread_caches;
+        std::exit(cached > 0 && cached <= (1 << 20) ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
 }

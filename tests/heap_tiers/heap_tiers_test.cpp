@@ -3,7 +3,10 @@
 // release) and the central cache's batches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "heap/central_cache.hpp"
@@ -224,29 +227,25 @@ TEST(HeapCentralCache, KeepsAtMost64KiBOfBatchesPerClass) {
 namespace mempool::detail {
 namespace {
 
-// A large class may not fill the thread cache's budget (2 MiB by default) on its
-// own: after rounds that would grow its list (slow start, then whole batches),
-// the calling thread still caches at most an eighth of the budget of it.
+// A large class may not fill the thread cache's budget on its own: after rounds
+// that would grow its list (slow start, then whole batches), the calling thread
+// still caches at most an eighth of the budget of it.
 TEST(HeapThreadCache, ALargeClassTakesAtMostAnEighthOfTheBudget) {
   constexpr std::size_t kSize = 200 * 1024;
   const std::size_t c = heap_class_of(kSize);
+  mempool::deallocate(mempool::allocate(kSize));  // the cache is active: its budget is set
+  const std::size_t budget = tls_thread_cache.budget();
+  ASSERT_GE(budget, std::size_t{1} << 20);
   std::vector<void*> blocks;
   for (int round = 0; round < 20; ++round) {
-    for (int i = 0; i < 24; ++i)
+    for (std::size_t i = 0; i < 2 * budget / 8 / kSize + 8; ++i)
       blocks.push_back(mempool::allocate(kSize));
     for (void* p : blocks)
       mempool::deallocate(p);
     blocks.clear();
-    ASSERT_LE(tls_thread_cache.cached_blocks(c) * kHeapClasses[c].size, (std::size_t{2} << 20) / 8)
+    ASSERT_LE(tls_thread_cache.cached_blocks(c) * kHeapClasses[c].size, budget / 8)
         << "round " << round;
   }
-}
-
-std::size_t thread_cache_max_bytes() {
-  std::size_t bytes = 0;
-  for (std::size_t c = 1; c < kHeapClassCount; ++c)
-    bytes += std::size_t{tls_thread_cache.maxes[c]} * kHeapClasses[c].size;
-  return bytes;
 }
 
 // Large classes pushing the thread past its budget are cut back first: a small
@@ -265,18 +264,62 @@ TEST(HeapThreadCache, OverBudgetCutsTheLargestClassesFirst) {
   }
   const std::uint32_t small_max = tls_thread_cache.maxes[small];
   ASSERT_GE(small_max, 64u) << "the small list grew";
+  // Each class grows to its cap (an eighth of the budget): twelve together are
+  // one and a half budgets, so the thread goes over again and again.
+  const std::size_t budget = tls_thread_cache.budget();
   for (int round = 0; round < 10; ++round) {
     for (std::size_t k = 0; k < 12; ++k) {
       const std::size_t n = 70 * 1024 + k * 15 * 1024;
-      void* a = mempool::allocate(n);
-      void* b = mempool::allocate(n);
-      mempool::deallocate(a);
-      mempool::deallocate(b);
+      for (std::size_t i = 0; i < budget / 8 / n + 2; ++i)
+        blocks.push_back(mempool::allocate(n));
+      for (void* p : blocks)
+        mempool::deallocate(p);
+      blocks.clear();
     }
-    ASSERT_LE(thread_cache_max_bytes(), std::size_t{2} << 20) << "round " << round;
+    ASSERT_LE(tls_thread_cache.max_bytes(), budget) << "round " << round;
   }
   EXPECT_GE(tls_thread_cache.maxes[small], small_max / 2)
       << "the small list was cut while large classes held the budget";
+}
+
+// The total is shared: alone, a thread may cache up to 8 MiB (the default
+// MEMPOOL_THREAD_CACHE_BYTES); among 40 threads with caches each gets its share
+// of the 32 MiB total, but never less than 1 MiB.
+TEST(HeapThreadCache, ThreadsShareTheTotalBudget) {
+  std::size_t alone = 0;
+  std::thread([&] {
+    mempool::deallocate(mempool::allocate(64));
+    alone = tls_thread_cache.budget();
+  }).join();
+  constexpr int kThreads = 40;
+  std::vector<std::size_t> budgets(kThreads);
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      mempool::deallocate(mempool::allocate(64));  // activates this thread's cache
+      ready.fetch_add(1);
+      while (!go.load())
+        std::this_thread::yield();
+      // Every slow path takes the share again: a miss is one.
+      mempool::deallocate(mempool::allocate(100 * 1024));
+      budgets[t] = tls_thread_cache.budget();
+      ready.fetch_add(1);
+      while (ready.load() < 2 * kThreads)
+        std::this_thread::yield();  // all alive until all know
+    });
+  }
+  while (ready.load() < kThreads)
+    std::this_thread::yield();
+  go.store(true);
+  for (std::thread& t : threads)
+    t.join();
+  EXPECT_EQ(alone, std::size_t{8} << 20);
+  for (std::size_t b : budgets) {
+    EXPECT_GE(b, std::size_t{1} << 20);
+    EXPECT_LE(b, std::max(std::size_t{1} << 20, (std::size_t{32} << 20) / kThreads));
+  }
 }
 
 }  // namespace

@@ -8,8 +8,9 @@
 // `max` starts at 0, grows by one each time the list overflows or runs dry until
 // it reaches the class's batch, then by whole batches while the class stays hot,
 // and shrinks again when a list keeps overflowing. The sum of max x block size is
-// the thread's budget (MEMPOOL_THREAD_CACHE_BYTES, default 2 MiB): past it the
-// lists are halved, largest class first, so one thread cannot hoard memory.
+// the thread's budget, its share of MEMPOOL_TOTAL_THREAD_CACHE_BYTES (32 MiB) between
+// 1 MiB and MEMPOOL_THREAD_CACHE_BYTES (8 MiB): past it the lists are halved,
+// largest class first, so one thread cannot hoard memory.
 #pragma once
 
 #include <atomic>
@@ -77,6 +78,14 @@ class ThreadCache {
   // Runs at thread exit (a pthread key destructor).
   void on_thread_exit() noexcept;
 
+  // This thread's budget: max_bytes past it makes the lists shrink.
+  [[nodiscard]] std::size_t budget() const noexcept {
+    return budget_;
+  }
+  [[nodiscard]] std::size_t max_bytes() const noexcept {
+    return max_bytes_;
+  }
+
   [[nodiscard]] ThreadCacheState state() const noexcept {
     return state_;
   }
@@ -106,6 +115,7 @@ class ThreadCache {
   void scavenge() noexcept;
 
   std::size_t max_bytes_ = 0;  // sum of max x block size
+  std::size_t budget_ = 0;     // this thread's share of the total (set when active)
   std::uint8_t overflows_[kHeapClassCount] = {};
   ThreadCacheState state_ = ThreadCacheState::kUnset;
   ThreadCache* prev_ = nullptr;
