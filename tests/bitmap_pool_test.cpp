@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <span>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "mempool/detail/os.hpp"
+#include "mempool/detail/thread_slot.hpp"
 
 namespace mempool {
 namespace {
@@ -131,6 +134,38 @@ TEST(BitmapPool, EveryBlockSizeDividesExactly) {
     for (char* p : v)
       ASSERT_TRUE(rt.try_deallocate(p));
   }
+}
+
+// Threads claim in parts of their own: two consecutive threads start at least a
+// quarter of the pool apart (the cursor is the thread number's low bits
+// reversed), and a thread that moves to another cursor (after losing a race for
+// a bit) claims from another part.
+TEST(BitmapPool, ThreadsClaimInPartsOfTheirOwn) {
+  constexpr std::size_t kPart = 64 * 64;  // 16 cursors, 64 words each
+  std::vector<std::byte> storage(BitmapPool::storage_bytes(64, 16 * kPart));
+  BitmapPool rt(64, 16 * kPart, std::span<std::byte>(storage));
+  auto part = [&](void* p) {
+    return static_cast<std::size_t>(static_cast<std::byte*>(p) - storage.data()) / 64 / kPart;
+  };
+  std::size_t first = 0, after_move = 0, next_thread = 0;
+  std::thread([&] {
+    void* a = rt.allocate();
+    first = part(a);
+    detail::move_to_another_cursor();
+    void* b = rt.allocate();
+    after_move = part(b);
+    rt.deallocate(a);
+    rt.deallocate(b);
+  }).join();
+  std::thread([&] {
+    void* c = rt.allocate();
+    next_thread = part(c);
+    rt.deallocate(c);
+  }).join();
+  EXPECT_NE(after_move, first);
+  const std::size_t apart = next_thread > first ? next_thread - first : first - next_thread;
+  EXPECT_GE(apart, 4u) << "parts " << first << " and " << next_thread;
+  EXPECT_EQ(rt.in_use(), 0u);
 }
 
 TEST(BitmapPool, MoveKeepsTheBlocks) {

@@ -50,7 +50,10 @@ class BitmapPool {
 
   // A free block, or nullptr when all `capacity` blocks are in use.
   [[nodiscard]] void* allocate() noexcept {
-    const std::size_t i = bits_.claim(cursor());
+    Cursor& c = cursor();
+    bool lost_race = false;
+    const std::size_t i = bits_.claim(c.word, c.home, lost_race);
+    if (MEMPOOL_UNLIKELY(lost_race)) detail::move_to_another_cursor();
     if (MEMPOOL_UNLIKELY(i == detail::AtomicBitmap::npos)) return nullptr;
     return base_ + (shift_ != kNoShift ? i << shift_ : i * block_size_);
   }
@@ -103,19 +106,27 @@ class BitmapPool {
     return i;
   }
 
-  // Each thread claims through one of up to 16 cursors, picked by its thread
-  // number (consecutive numbers: up to 16 threads get a cursor each), so threads
-  // claim from different words, different cache lines. The number costs one
-  // atomic increment on a thread's first call, so every call stays bounded.
-  [[nodiscard]] std::atomic<std::size_t>& cursor() const noexcept {
+  struct alignas(detail::kCacheLine) Cursor {
+    std::atomic<std::size_t> word{0};  // the level-0 word the thread claims from now
+    std::size_t home = 0;              // where its search starts when that word is empty
+  };
+
+  // Each thread claims through one of up to 16 cursors, spread evenly over the
+  // words. Thread numbers are consecutive, so the cursor is the number's low 4
+  // bits reversed: threads 2 and 3 take cursors half the pool apart, not
+  // neighbouring slices (those overlapped at 10,000 live blocks each, and two
+  // threads ran slower than new/delete). Numbers are never reused, so a new
+  // thread may land on a busy thread's cursor: a thread that loses a race for a
+  // bit moves to another cursor (by a step of its own, so that two threads on
+  // one cursor part). The number costs one atomic increment on a thread's first
+  // call, so every call stays bounded.
+  [[nodiscard]] Cursor& cursor() const noexcept {
+    static constexpr std::uint8_t kReversed[16] = {0, 8, 4, 12, 2, 10, 6, 14,
+                                                   1, 9, 5, 13, 3, 11, 7, 15};
     std::uint32_t n = detail::tls_thread_number;
     if (MEMPOOL_UNLIKELY(n == 0)) n = detail::assign_thread_number();
-    return cursors_[n & cursor_mask_].word;
+    return cursors_[kReversed[(n + detail::tls_cursor_skew) & 15] >> cursor_shift_];
   }
-
-  struct alignas(detail::kCacheLine) Cursor {
-    std::atomic<std::size_t> word{0};
-  };
 
   struct Config {
     detail::BlockLayout layout;
@@ -135,7 +146,7 @@ class BitmapPool {
   std::size_t mapped_bytes_ = 0;  // non-zero when we own the storage
   detail::AtomicBitmap bits_;
   std::unique_ptr<Cursor[]> cursors_;
-  std::size_t cursor_mask_ = 0;  // cursors - 1 (a power of two, at most 16)
+  unsigned cursor_shift_ = 0;  // 4 - log2(cursors): cursors are a power of two, at most 16
 };
 
 }  // namespace mempool

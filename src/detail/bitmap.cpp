@@ -3,17 +3,22 @@
 namespace mempool::detail {
 
 AtomicBitmap::AtomicBitmap(std::size_t bits) : bits_(bits) {
+  constexpr std::size_t kLineWords = std::size_t{1} << kSummaryStrideShift;
   std::size_t counts[kMaxLevels] = {};
   std::size_t n = bits;
   std::size_t total = 0;
   do {
     counts[levels_] = (n + 63) / 64;
     offset_[levels_] = total;
-    total += counts[levels_];
+    // Level 0 rounded up to whole lines; a summary word a line each.
+    total += levels_ == 0 ? (counts[0] + kLineWords - 1) / kLineWords * kLineWords
+                          : counts[levels_] * kLineWords;
     n = counts[levels_];
     ++levels_;
   } while (n > 1);
-  words_ = std::make_unique<std::atomic<std::uint64_t>[]>(total);
+  words_ = std::make_unique<std::atomic<std::uint64_t>[]>(total + kLineWords - 1);
+  const auto start = reinterpret_cast<std::uintptr_t>(words_.get());
+  base_ = words_.get() + (align_up(start, kCacheLine) - start) / sizeof(std::uint64_t);
   // Level 0: `bits` ones; each summary: one bit per word below.
   std::size_t ones = bits;
   for (std::size_t level = 0; level < levels_; ++level) {
@@ -61,8 +66,8 @@ std::size_t AtomicBitmap::count() const noexcept {
 }
 
 std::size_t AtomicBitmap::claim_and_move(std::atomic<std::size_t>& cursor,
-                                         std::size_t from_word) noexcept {
-  const std::size_t i = claim(from_word * 64);
+                                         std::size_t home) noexcept {
+  const std::size_t i = claim(home * 64);
   if (i != npos) cursor.store(i / 64, std::memory_order_relaxed);
   return i;
 }

@@ -11,6 +11,7 @@ namespace mempool::detail {
 
 constinit thread_local std::uint32_t tls_thread_slot = kNoSlotYet;
 constinit thread_local std::uint32_t tls_thread_number = 0;
+constinit thread_local std::uint32_t tls_cursor_skew = 0;
 
 namespace {
 std::atomic<std::uint32_t> g_next_thread_number{1};
@@ -20,6 +21,10 @@ std::uint32_t assign_thread_number() noexcept {
   std::uint32_t n = g_next_thread_number.fetch_add(1, std::memory_order_relaxed);
   if (n == 0) n = g_next_thread_number.fetch_add(1, std::memory_order_relaxed);  // wrapped
   return tls_thread_number = n;
+}
+
+void move_to_another_cursor() noexcept {
+  tls_cursor_skew += 1 + (tls_thread_number >> 4);
 }
 
 class ThreadSlotRegistry {

@@ -52,9 +52,10 @@ BitmapPool::BitmapPool(const Config& config, char* base, std::size_t mapped_byte
   const std::size_t cursors = std::bit_floor(std::min<std::size_t>(16, bits_.words()));
   cursors_ = std::make_unique<Cursor[]>(cursors);
   for (std::size_t k = 0; k < cursors; ++k) {
-    cursors_[k].word.store(k * bits_.words() / cursors, std::memory_order_relaxed);
+    cursors_[k].home = k * bits_.words() / cursors;
+    cursors_[k].word.store(cursors_[k].home, std::memory_order_relaxed);
   }
-  cursor_mask_ = cursors - 1;
+  cursor_shift_ = 4 - static_cast<unsigned>(std::countr_zero(cursors));
   if (std::has_single_bit(block_size_))
     shift_ = static_cast<unsigned>(std::countr_zero(block_size_));
   // Multiply-high by ceil(2^64 / d) divides exactly every offset below
@@ -101,7 +102,7 @@ BitmapPool::BitmapPool(BitmapPool&& other) noexcept
       mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
       bits_(std::move(other.bits_)),
       cursors_(std::move(other.cursors_)),
-      cursor_mask_(other.cursor_mask_) {}
+      cursor_shift_(other.cursor_shift_) {}
 
 BitmapPool& BitmapPool::operator=(BitmapPool&& other) noexcept {
   if (this != &other) {
@@ -115,7 +116,7 @@ BitmapPool& BitmapPool::operator=(BitmapPool&& other) noexcept {
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
     bits_ = std::move(other.bits_);
     cursors_ = std::move(other.cursors_);
-    cursor_mask_ = other.cursor_mask_;
+    cursor_shift_ = other.cursor_shift_;
   }
   return *this;
 }

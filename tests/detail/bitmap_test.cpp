@@ -52,22 +52,39 @@ TEST(AtomicBitmap, FourLevels) {
 TEST(AtomicBitmap, CursorClaimsStayInItsWordThenMove) {
   AtomicBitmap bm(64 * 64 * 3);
   std::atomic<std::size_t> cursor{5};
+  bool lost = false;
   for (std::size_t n = 0; n < 64; ++n)
-    EXPECT_EQ(bm.claim(cursor) / 64, 5u) << "word 5 first";
-  const std::size_t next = bm.claim(cursor);
+    EXPECT_EQ(bm.claim(cursor, 5, lost) / 64, 5u) << "word 5 first";
+  const std::size_t next = bm.claim(cursor, 5, lost);
   EXPECT_EQ(next / 64, 6u) << "then the next word with a free bit";
   EXPECT_EQ(cursor.load(), 6u) << "and the cursor follows";
   std::vector<bool> seen(bm.size());
   seen[next] = true;
   for (std::size_t n = 65; n < bm.size(); ++n) {
-    const std::size_t i = bm.claim(cursor);
+    const std::size_t i = bm.claim(cursor, 5, lost);
     ASSERT_NE(i, AtomicBitmap::npos);
     ASSERT_FALSE(seen[i]);
     seen[i] = true;
   }
-  EXPECT_EQ(bm.claim(cursor), AtomicBitmap::npos);
+  EXPECT_EQ(bm.claim(cursor, 5, lost), AtomicBitmap::npos);
   ASSERT_TRUE(bm.release(7));
-  EXPECT_EQ(bm.claim(cursor), 7u) << "found from any cursor position";
+  EXPECT_EQ(bm.claim(cursor, 5, lost), 7u) << "found from any cursor position";
+}
+
+// When the cursor's word runs dry the search starts again at the cursor's home,
+// not at the word it just emptied: a thread stays in its part of the bitmap.
+TEST(AtomicBitmap, AnEmptyCursorWordSendsTheSearchHome) {
+  AtomicBitmap bm(64 * 64 * 3);
+  std::atomic<std::size_t> cursor{5};
+  bool lost = false;
+  for (std::size_t n = 0; n < 128; ++n)
+    ASSERT_EQ(bm.claim(cursor, 5, lost) / 64, 5 + n / 64);  // words 5, then 6
+  EXPECT_EQ(cursor.load(), 6u);
+  ASSERT_TRUE(bm.release(5 * 64 + 10));
+  EXPECT_EQ(bm.claim(cursor, 5, lost), 5u * 64 + 10) << "home first, not onwards from word 6";
+  EXPECT_EQ(cursor.load(), 5u);
+  EXPECT_EQ(bm.claim(cursor, 5, lost), 7u * 64) << "then the first free word after home";
+  EXPECT_FALSE(lost) << "one thread loses no race";
 }
 
 TEST(AtomicBitmap, FindsTheLastFreeBitAnywhere) {

@@ -58,7 +58,8 @@ class AtomicBitmap {
         word_emptied(level, index);
         continue;
       }
-      const std::size_t i = claim_in_word(index, hint);
+      bool lost_race = false;
+      const std::size_t i = claim_in_word(index, hint, lost_race);
       if (MEMPOOL_LIKELY(i != npos)) return i;
       if (levels_ == 1) return npos;  // the only word is empty
       // The word emptied under us; make sure its summary bit says so, then retry.
@@ -67,14 +68,22 @@ class AtomicBitmap {
   }
 
   // The fast path: first the level-0 word the cursor names (no walk at all),
-  // then a walk from there, leaving the cursor at the word where a bit was found.
-  // Callers keep one cursor per thread (or per group of threads), so a thread
-  // keeps claiming from the word it claimed from last.
-  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::size_t claim(std::atomic<std::size_t>& cursor) noexcept {
+  // then a walk from the cursor's home word (the first free bit at or after it,
+  // else the first anywhere), leaving the cursor where a bit was found.
+  // Callers keep one cursor per thread (or per group of threads), each with a
+  // home of its own, so a thread keeps claiming from the word it claimed from
+  // last and then from its own part of the bitmap: walking on from the current
+  // word instead, cursors drifted round the bitmap at their threads' speeds
+  // until two met and fought over the same words.
+  // `lost_race` becomes true when another thread took the bit this one picked in
+  // the cursor's word: a sign that two threads share the cursor.
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::size_t claim(std::atomic<std::size_t>& cursor,
+                                                        std::size_t home,
+                                                        bool& lost_race) noexcept {
     const std::size_t w = cursor.load(std::memory_order_relaxed);
-    const std::size_t i = claim_in_word(w, 0);
+    const std::size_t i = claim_in_word(w, 0, lost_race);
     if (MEMPOOL_LIKELY(i != npos)) return i;
-    return claim_and_move(cursor, w);
+    return claim_and_move(cursor, home);
   }
 
   // Level-0 words (a cursor's range).
@@ -84,14 +93,17 @@ class AtomicBitmap {
   [[nodiscard]] bool release(std::size_t i) noexcept {
     const std::size_t index = i / 64;
     const std::uint64_t bit = std::uint64_t{1} << (i % 64);
-    // Only "was the bit set?" is needed: one `lock bts`, no CAS loop.
-    if (MEMPOOL_UNLIKELY((word(0, index).fetch_or(bit, std::memory_order_seq_cst) & bit) != 0)) {
-      return false;
-    }
-    // The word may have been empty: make sure its summary bit is set. Reading the
-    // summary after our write pairs with word_emptied, which clears the summary
-    // and then re-reads the word: one of the two sees the other.
-    if (levels_ > 1 && MEMPOOL_UNLIKELY(!summary_set(index))) word_filled(0, index);
+    // The whole old word, not just the bit (a CAS loop, not `lock bts`): then only
+    // the release that refills an empty word touches the summary. Reading the
+    // summary on every release missed the cache each time another thread had
+    // emptied or filled a word under the same summary line (2 threads ran slower
+    // than new/delete).
+    const std::uint64_t old = word(0, index).fetch_or(bit, std::memory_order_seq_cst);
+    if (MEMPOOL_UNLIKELY((old & bit) != 0)) return false;
+    // 0 -> non-zero: set the summary bit. word_emptied clears the summary and then
+    // re-reads the word, so an emptying that races with this refill still leaves
+    // the summary set.
+    if (MEMPOOL_UNLIKELY(old == 0) && levels_ > 1) word_filled(0, index);
     return true;
   }
 
@@ -110,8 +122,10 @@ class AtomicBitmap {
   }
 
   // Clears a set bit of level-0 word `index` (preferring bits at or after
-  // `from`); npos when the word has none.
-  MEMPOOL_ALWAYS_INLINE std::size_t claim_in_word(std::size_t index, std::size_t from) noexcept {
+  // `from`); npos when the word has none. lost_race: another thread cleared the
+  // bit first at least once.
+  MEMPOOL_ALWAYS_INLINE std::size_t claim_in_word(std::size_t index, std::size_t from,
+                                                  bool& lost_race) noexcept {
     std::atomic<std::uint64_t>& leaf = word(0, index);
     std::uint64_t w = leaf.load(std::memory_order_relaxed);
     while (w != 0) {
@@ -122,21 +136,22 @@ class AtomicBitmap {
         if (MEMPOOL_UNLIKELY(leaf.load(std::memory_order_seq_cst) == 0)) word_emptied(0, index);
         return index * 64 + b;
       }
+      lost_race = true;
       w = leaf.load(std::memory_order_relaxed);  // someone took it first: look again
     }
     return npos;
   }
 
-  // The summary bit of level-0 word `index` (levels_ > 1).
-  [[nodiscard]] bool summary_set(std::size_t index) const noexcept {
-    return ((word(1, index / 64).load(std::memory_order_seq_cst) >> (index % 64)) & 1) != 0;
-  }
-
   MEMPOOL_COLD std::size_t claim_and_move(std::atomic<std::size_t>& cursor,
-                                          std::size_t from_word) noexcept;
+                                          std::size_t home) noexcept;
 
+  // Level 0 packed from base_, then each summary level with one word per cache
+  // line: summaries are what threads working in different parts of the bitmap
+  // share, and packed, every word one of them emptied or refilled moved a line
+  // between cores (two threads ran slower than new/delete).
+  static constexpr unsigned kSummaryStrideShift = 3;  // 8 words: 64 bytes
   std::atomic<std::uint64_t>& word(std::size_t level, std::size_t index) const noexcept {
-    return words_[offset_[level] + index];
+    return level == 0 ? base_[index] : base_[offset_[level] + (index << kSummaryStrideShift)];
   }
 
   // Word `index` of `level` became 0: clear its bit above, unless it refilled.
@@ -146,8 +161,9 @@ class AtomicBitmap {
 
   std::size_t bits_ = 0;
   std::size_t levels_ = 0;
-  std::size_t offset_[kMaxLevels] = {};  // first word of each level in words_
+  std::size_t offset_[kMaxLevels] = {};  // first word of each level from base_
   std::unique_ptr<std::atomic<std::uint64_t>[]> words_;
+  std::atomic<std::uint64_t>* base_ = nullptr;  // words_ rounded up to a cache line
 };
 
 }  // namespace mempool::detail

@@ -31,6 +31,12 @@ std::uint32_t acquire_thread_slot() noexcept;
 // and nothing after: no lock, no registration, so bounded-time code may use it.
 extern constinit thread_local std::uint32_t tls_thread_number;  // 0: none yet
 std::uint32_t assign_thread_number() noexcept;
+// Added to the number when picking a cursor; move_to_another_cursor changes it
+// (after a lost race: another thread shares the cursor) by a step that depends
+// on the whole number, so two threads whose numbers agree in the bits that pick
+// the cursor part after one move each. No lock, bounded.
+extern constinit thread_local std::uint32_t tls_cursor_skew;
+void move_to_another_cursor() noexcept;
 
 // A pool that keeps per-slot state registers one of these for its lifetime.
 // on_thread_exit runs on the exiting thread, under the registry lock, before the
