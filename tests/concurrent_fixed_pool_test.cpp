@@ -55,6 +55,44 @@ TEST(ConcurrentFixedPool, OwnsRejectsForeignAndInteriorPointers) {
   pool.deallocate(p);
 }
 
+// A thread's shard keeps up to shard_bytes of what the thread freed (its next
+// allocations find them there, warm); only the surplus goes to the depot for
+// other threads. With shard_bytes 0 a shard keeps 2 batches.
+TEST(ConcurrentFixedPool, AShardKeepsWhatItsThreadFrees) {
+  constexpr int kBlocks = 3000;
+  auto reused_by_another_thread = [](ConcurrentFixedPool& pool) {
+    std::vector<void*> freed;
+    std::thread([&] {
+      for (int i = 0; i < kBlocks; ++i)
+        freed.push_back(pool.allocate());
+      for (void* p : freed)
+        pool.deallocate(p);
+      // This thread stays alive (its shard full) while the other allocates.
+      std::set<void*> mine(freed.begin(), freed.end());
+      std::size_t reused = 0;
+      std::thread([&] {
+        std::vector<void*> v;
+        for (int i = 0; i < kBlocks; ++i)
+          v.push_back(pool.allocate());
+        for (void* p : v)
+          reused += mine.count(p);
+        for (void* p : v)
+          pool.deallocate(p);
+      }).join();
+      freed.assign(1, reinterpret_cast<void*>(reused));
+    }).join();
+    return reinterpret_cast<std::size_t>(freed[0]);
+  };
+  ConcurrentFixedPool small_shards(32, 0, 0);
+  EXPECT_EQ(small_shards.shard_limit(), 2 * small_shards.batch_size());
+  EXPECT_GE(reused_by_another_thread(small_shards), kBlocks - small_shards.shard_limit());
+  ConcurrentFixedPool pool(32, 0, 64 * 1024);  // 2,048 blocks of 32 bytes
+  EXPECT_EQ(pool.shard_limit(), 2048u);
+  // The shard keeps at least limit - batch blocks, some of them never handed out.
+  EXPECT_LE(reused_by_another_thread(pool), kBlocks - pool.shard_limit() + 2 * pool.batch_size());
+  EXPECT_EQ(ConcurrentFixedPool(64).shard_limit() * 64, ConcurrentFixedPool::kDefaultShardBytes);
+}
+
 // One thread allocates, another frees: the blocks flow back through the depot
 // and the pool stops growing.
 TEST(ConcurrentFixedPool, ProducerConsumerDoesNotGrowWithoutBound) {

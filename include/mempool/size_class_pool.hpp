@@ -103,10 +103,14 @@ class SizeClassPool {
  private:
   template <std::size_t... C>
   explicit SizeClassPool(std::index_sequence<C...> /*classes*/)
-      : classes_{
-            ConcurrentFixedPool(detail::size_class_bytes(C), detail::size_class_alignment(C))...} {}
+      : classes_{ConcurrentFixedPool(detail::size_class_bytes(C), detail::size_class_alignment(C),
+                                     kShardBytes)...} {}
 
   MEMPOOL_COLD void check_free(void* p, std::size_t n) const noexcept;
+
+  // Two batches a thread and class: 64 classes of 256 KiB each (ConcurrentFixedPool's
+  // default) would let one thread keep 16 MiB.
+  static constexpr std::size_t kShardBytes = 0;
 
   std::array<ConcurrentFixedPool, detail::kSizeClassCount> classes_;
 };

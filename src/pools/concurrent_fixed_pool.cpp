@@ -181,7 +181,8 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
   std::atomic<std::int64_t> depot_blocks{0};
 };
 
-ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t alignment) {
+ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t alignment,
+                                         std::size_t shard_bytes) {
   const detail::BlockLayout layout = detail::make_block_layout(kName, block_size, alignment);
   auto* shard_array = static_cast<Shard*>(detail::os_map(State::shards_bytes()));
   if (shard_array == nullptr) throw std::bad_alloc();
@@ -192,7 +193,9 @@ ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t ali
     throw;
   }
   shards_ = shard_array;
-  limit_ = static_cast<std::uint32_t>(2 * state_->batch);
+  const std::size_t batch = state_->batch;
+  const std::size_t batches = std::clamp<std::size_t>(shard_bytes / layout.size / batch, 2, 4096);
+  limit_ = static_cast<std::uint32_t>(batches * batch);
 }
 
 ConcurrentFixedPool::ConcurrentFixedPool(ConcurrentFixedPool&& other) noexcept
@@ -269,7 +272,7 @@ void ConcurrentFixedPool::deallocate_slow(void* p) noexcept {
     return;
   }
   Shard& s = shards_[slot];
-  if (s.count >= limit_) st.give_batch(s);  // full: the older half goes to the depot
+  if (s.count >= limit_) st.give_batch(s);  // full: a batch goes to the depot
   push_local(s, p);
 }
 
