@@ -1,0 +1,63 @@
+"""Numbers, units and Markdown tables as the report shows them."""
+
+import math
+
+
+def fmt3(x):
+    """x to 3 significant digits, without an exponent for everyday magnitudes."""
+    if x is None or not math.isfinite(x):
+        return "–"
+    if x == 0:
+        return "0"
+    x = float(f"{x:.3g}")  # round first, so 9.996 becomes 10.0 rather than 10.00
+    magnitude = math.floor(math.log10(abs(x)))
+    if magnitude >= 3:
+        return f"{x:,.0f}"
+    if magnitude < -3:
+        return f"{x:.2e}"
+    return f"{x:.{2 - magnitude}f}"
+
+
+def fmt_count(x):
+    """Counters (sent, dropped...) exactly when whole, else 3 digits."""
+    if x is not None and x == int(x):
+        return f"{int(x):,}"
+    return fmt3(x)
+
+
+def unit_for(name, values=()):
+    """(scale, unit label) to show metric `name` in: *_ns -> ns, ns_per_X ->
+    ns/X, *_per_s -> M.../s, *_kib -> MiB, *_s -> s, or ms when all values
+    are below a second."""
+    m = name.lower()
+    if m.endswith("_per_s"):
+        what = m[:-len("_per_s")]
+        return 1e-6, "Mops/s" if what == "ops" else f"M {what}/s"
+    if m.startswith("ns_per_"):
+        return 1.0, "ns/" + m[len("ns_per_"):]
+    if m == "ns" or m.endswith("_ns"):
+        return 1.0, "ns"
+    if m.endswith("_kib"):
+        return 1 / 1024, "MiB"
+    if m.endswith("_bytes"):
+        return 1 / 2**20, "MiB"
+    if m.endswith("_s"):
+        # one unit per table so the columns compare at a glance
+        if values and max(abs(v) for v in values) < 1:
+            return 1e3, "ms"
+        return 1.0, "s"
+    return 1.0, ""
+
+
+def escape(text):
+    return str(text).replace("|", "\\|")
+
+
+def md_table(header, rows, text_columns=1):
+    """A Markdown table: the first text_columns left-aligned, the numbers
+    after them right-aligned."""
+    lines = ["| " + " | ".join(escape(h) for h in header) + " |",
+             "|" + "---|" * text_columns + "---:|" * (len(header) - text_columns)]
+    lines += ["| " + " | ".join(cell for cell in row) + " |" for row in rows]
+    return lines
+

@@ -1,0 +1,251 @@
+"""The report's PNG figures (matplotlib, Agg backend)."""
+
+import json
+import os
+import re
+
+from results import (ALLOCATOR_ORDER, BASELINE, PERCENTILES, group_by, latency_medians, median_of,
+                     metric, ordered_allocators, ordered_workloads)
+
+MAX_PANELS = 4  # cases per latency / threads figure; more would be unreadable
+DPI = 100
+
+
+def import_pyplot():
+    """matplotlib's pyplot on the Agg backend (no display), or None."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+MARKERS = "os^vDP<>Xph*"
+
+
+def style(plt, allocator):
+    """The same colour and marker for an allocator in every plot."""
+    palette = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
+    if allocator in ALLOCATOR_ORDER:
+        i = ALLOCATOR_ORDER.index(allocator)
+    else:  # an allocator this script does not know: one of the Dark2 colours
+        i = len(ALLOCATOR_ORDER) + sum(map(ord, allocator)) % 8
+    return {"color": palette[i % len(palette)], "marker": MARKERS[i % len(MARKERS)]}
+
+
+def spans_decades(values):
+    positive = [v for v in values if v and v > 0]
+    return len(positive) > 1 and max(positive) / min(positive) > 20
+
+
+def save(plt, fig, path):
+    # "tight" grows the image to take in a legend placed outside the axes
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def without_threads(case):
+    """The case with its thread count taken out: "64 B, 2 threads" -> "64 B"."""
+    parts = [p.strip() for p in case.split(",")]
+    kept = [p for p in parts if not re.fullmatch(r"\d+\s*(threads?|thr|t)", p, re.IGNORECASE)]
+    return ", ".join(kept)
+
+
+def thread_groups(wruns):
+    """{label: {allocator: {threads: median Mops/s}}} for the runs that differ
+    only in their thread count, where there are 2+ thread counts."""
+    def key(r):
+        params = r.get("params") if isinstance(r.get("params"), dict) else {}
+        rest = {k: v for k, v in params.items() if k != "threads"}
+        return without_threads(r["case"]), json.dumps(rest, sort_keys=True, default=str)
+
+    usable = [r for r in wruns if isinstance(r.get("threads"), int)
+              and metric(r, "ops_per_s") is not None]
+    groups = {}
+    for (label, _), gruns in group_by(usable, key).items():
+        if len({r["threads"] for r in gruns}) < 2:
+            continue
+        lines = {}
+        for allocator, aruns in group_by(gruns, lambda r: r["allocator"]).items():
+            lines[allocator] = {t: median_of(truns, "ops_per_s") / 1e6
+                                for t, truns in sorted(group_by(aruns, lambda r: r["threads"]).items())}
+        groups[label or "all"] = lines
+    return groups
+
+
+def panels(plt, count, width=6.4, height=4.2):
+    """A figure with `count` panels (1, 2 side by side, or a 2x2 grid)."""
+    cols = 1 if count == 1 else 2
+    rows = (count + 1) // 2 if count > 1 else 1
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    axes = axes.flatten()
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    return fig, axes[:count]
+
+
+def figure_legend(fig, axes):
+    """One legend for all panels, right of them: inside a panel it hides lines."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    legend = fig.legend(list(entries.values()), list(entries), loc="upper left",
+                        bbox_to_anchor=(1.0, 0.95), fontsize="small")
+    fig.tight_layout()
+    return legend
+
+
+def plot_threads(plt, workload, wruns, out):
+    groups = list(thread_groups(wruns).items())[:MAX_PANELS]
+    if not groups:
+        return None
+    fig, axes = panels(plt, len(groups))
+    for ax, (label, lines) in zip(axes, groups):
+        threads = sorted({t for pts in lines.values() for t in pts})
+        for allocator in ordered_allocators(lines):
+            pts = lines[allocator]
+            ax.plot(list(pts), list(pts.values()), label=allocator, **style(plt, allocator))
+        if threads[-1] / threads[0] >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(threads)
+        ax.set_xticklabels([str(t) for t in threads])
+        if spans_decades([v for pts in lines.values() for v in pts.values()]):
+            ax.set_yscale("log")
+        ax.set_title(label)
+        ax.set_xlabel("threads")
+        ax.set_ylabel("throughput (Mops/s, median)")
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(f"{workload}: throughput against threads (higher is better)")
+    figure_legend(fig, axes)
+    return save(plt, fig, os.path.join(out, f"{workload}_threads.png"))
+
+
+def plot_latency(plt, workload, wruns, out):
+    cases = [(case, m) for case, cruns in group_by(wruns, lambda r: r["case"]).items()
+             if (m := latency_medians(cruns))]
+    if not cases:
+        return None
+    shown = cases[:MAX_PANELS]
+    fig, axes = panels(plt, len(shown))
+    dashes = ["-", "--", ":", "-."]
+    series_names = list(dict.fromkeys(name for _, m in shown for _, name in m))
+    x = list(range(len(PERCENTILES)))
+    for ax, (case, medians) in zip(axes, shown):
+        for (allocator, name), m in medians.items():
+            ys = [m.get(k, float("nan")) for k, _ in PERCENTILES]
+            label = f"{allocator} {name}".strip()
+            ax.plot(x, ys, label=label, linestyle=dashes[series_names.index(name) % len(dashes)],
+                    **style(plt, allocator))
+        ax.set_xticks(x)
+        ax.set_xticklabels([t for _, t in PERCENTILES])
+        ax.set_yscale("log")
+        ax.set_title(case)
+        ax.set_xlabel("percentile")
+        ax.set_ylabel("latency (ns, median over repetitions)")
+        ax.grid(True, which="both", alpha=0.3)
+    title = f"{workload}: latency percentiles (lower is better)"
+    if len(cases) > len(shown):
+        title += f", first {len(shown)} of {len(cases)} cases"
+    fig.suptitle(title)
+    figure_legend(fig, axes)
+    return save(plt, fig, os.path.join(out, f"{workload}_latency.png"))
+
+
+def grouped_bars(ax, plt, groups, values, horizontal=False, base=0.0):
+    """Bars of values[(group, allocator)] clustered per group; returns the
+    group positions. base: where bars start (1.0 for ratios)."""
+    allocators = ordered_allocators(a for _, a in values)
+    width = 0.8 / len(allocators)
+    positions = list(range(len(groups)))
+    for i, allocator in enumerate(allocators):
+        offs = [p - 0.4 + width * (i + 0.5) for p in positions]
+        sizes = [values.get((g, allocator), float("nan")) - base for g in groups]
+        colour = style(plt, allocator)["color"]
+        if horizontal:
+            ax.barh(offs, sizes, height=width, left=base, label=allocator, color=colour)
+        else:
+            ax.bar(offs, sizes, width=width, bottom=base, label=allocator, color=colour)
+    return positions
+
+
+def plot_rss(plt, workload, wruns, out):
+    values = {}
+    for (case, allocator), runs in group_by(wruns, lambda r: (r["case"], r["allocator"])).items():
+        m = median_of(runs, "peak_rss_kib")
+        if m is not None:
+            values[(case, allocator)] = m / 1024
+    if not values:
+        return None
+    cases = list(dict.fromkeys(c for c, _ in values))
+    allocators = {a for _, a in values}
+    fig, ax = plt.subplots(figsize=(min(30, max(6.4, 1.5 + len(cases) * (0.3 * len(allocators) + 0.5))), 4.8))
+    positions = grouped_bars(ax, plt, cases, values)
+    ax.set_xticks(positions)
+    ax.set_xticklabels(cases, rotation=30 if len(cases) > 4 else 0, ha="right" if len(cases) > 4 else "center")
+    if spans_decades(values.values()):
+        ax.set_yscale("log")
+    ax.set_ylabel("peak resident memory (MiB, median)")
+    ax.set_xlabel("case")
+    ax.set_title(f"{workload}: peak resident memory (lower is better)")
+    ax.grid(True, axis="y", alpha=0.3)
+    # outside the axes: inside, it hides the tallest bars
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return save(plt, fig, os.path.join(out, f"{workload}_rss.png"))
+
+
+def plot_summary(plt, tables, out):
+    """Horizontal bars from 1.0: every allocator's ratio to glibc per case."""
+    from matplotlib import ticker
+    rows = [row for metric_tables in tables.values() for rows in metric_tables for row in rows
+            if BASELINE in row.stats and len(row.stats) > 1]
+    values = {}
+    for row in rows:
+        for allocator in row.stats:
+            r = row.ratio(allocator)
+            if allocator != BASELINE and r is not None and r > 0:
+                values[(f"{row.workload}: {row.case}", allocator)] = r
+    if not values:
+        return None
+    labels = list(dict.fromkeys(g for g, _ in values))
+    allocators = {a for _, a in values}
+    height = min(60, max(3.5, 1.2 + len(labels) * (0.22 * len(allocators) + 0.2)))
+    fig, ax = plt.subplots(figsize=(10, height))
+    positions = grouped_bars(ax, plt, labels, values, horizontal=True, base=1.0)
+    ax.set_xscale("log")  # 2x better and 2x worse are the same distance from 1
+    limit = max(max(values.values()), 1 / min(values.values())) * 1.3
+    ax.set_xlim(1 / limit, limit)
+    # ticks at powers of two (0.5, 1, 2, 4): a decade apart would leave only "1"
+    ax.xaxis.set_major_locator(ticker.LogLocator(base=2))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks(positions)
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()  # first case at the top, as in the tables
+    ax.set_xlabel("ratio to glibc, median primary metric (> 1: better than glibc; log scale)")
+    ax.set_title("All workloads: each allocator against glibc")
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return save(plt, fig, os.path.join(out, "summary.png"))
+
+
+def make_plots(plt, runs, tables, out):
+    """{workload or "summary": [png paths written]}."""
+    os.makedirs(out, exist_ok=True)
+    measured = [r for r in runs if "skipped" not in r]
+    plots = {}
+    summary = plot_summary(plt, tables, out)
+    if summary:
+        plots["summary"] = [summary]
+    for workload in ordered_workloads(measured):
+        wruns = [r for r in measured if r["workload"] == workload]
+        files = [plot(plt, workload, wruns, out) for plot in (plot_threads, plot_latency, plot_rss)]
+        plots[workload] = [f for f in files if f]
+    return plots
+

@@ -1,0 +1,212 @@
+"""Reading and validating results.jsonl, and the numbers the report is made of:
+runs grouped by workload, case and allocator, medians, and the main tables'
+rows (Stats, Row)."""
+
+import json
+import math
+import os
+import statistics
+
+SCHEMA = 1
+BASELINE = "glibc"
+# Column order: the malloc replacements first, then the in-process allocators.
+ALLOCATOR_ORDER = [
+    "glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool",
+    "mempool-heap", "object-pool", "bitmap-pool", "size-class-pool", "std-pmr",
+]
+WORKLOAD_ORDER = [
+    "rounds", "queue", "compare", "throughput", "micro", "prodcons",
+    "fragmentation", "churn", "scaling",
+]
+# (key in a latency object, column title)
+PERCENTILES = [("p50", "p50"), ("p95", "p95"), ("p99", "p99"),
+               ("p999", "p99.9"), ("max", "max")]
+
+
+class InputError(Exception):
+    """Bad input: reported in one line, exit status 2."""
+
+
+# ---------------------------------------------------------------- reading
+
+def load_runs(directory):
+    """The runs of DIR/results.jsonl, each a dict with "_line" added."""
+    if not os.path.isdir(directory):
+        raise InputError(f"{directory}: not a directory" if os.path.exists(directory)
+                         else f"{directory}: no such directory")
+    path = os.path.join(directory, "results.jsonl")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason})") from None
+    runs = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():  # a blank line (e.g. a trailing one) is not a run
+            runs.append(check_run(line, number))
+    if not runs:
+        raise InputError(f"{path}: empty, no runs to report")
+    return runs
+
+
+def is_number(value):
+    # bool is an int in Python, but true is not a measurement
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def check_run(line, number):
+    """Parses and validates one line; raises InputError naming the line."""
+    def bad(why):
+        return InputError(f"results.jsonl line {number}: {why}")
+
+    try:
+        run = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise bad(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(run, dict):
+        raise bad(f"expected a JSON object, got {type(run).__name__}")
+    if run.get("schema") != SCHEMA:
+        raise bad(f"schema is {run.get('schema')!r}, this report reads schema {SCHEMA}")
+    if "skipped" in run and "case" not in run:
+        # a run skipped before its workload built its case text has none
+        run["case"] = "(not given)"
+    for key in ("workload", "case", "allocator"):
+        if not isinstance(run.get(key), str) or not run[key]:
+            raise bad(f'"{key}" is missing or not a non-empty string')
+    for key in ("threads", "repetition"):
+        if key in run and (not isinstance(run[key], int) or isinstance(run[key], bool)):
+            raise bad(f'"{key}" is not an integer')
+    if "skipped" in run:
+        if not isinstance(run["skipped"], str):
+            raise bad('"skipped" is not a string')
+        run["_line"] = number
+        return run
+    primary = run.get("primary")
+    if not isinstance(primary, dict) or not isinstance(primary.get("metric"), str):
+        raise bad('"primary" is missing or has no "metric" string')
+    if primary.get("better") not in ("lower", "higher"):
+        raise bad(f'"primary.better" is {primary.get("better")!r}, not "lower" or "higher"')
+    metrics = run.get("metrics")
+    if not isinstance(metrics, dict):
+        raise bad('"metrics" is missing or not an object')
+    if not is_number(metrics.get(primary["metric"])):
+        raise bad(f'metrics.{primary["metric"]} (the primary metric) is missing '
+                  f'or not a finite number')
+    run["_line"] = number
+    return run
+
+
+# ---------------------------------------------------------------- grouping
+
+def group_by(items, key):
+    """{key(item): [items]} in order of first appearance."""
+    groups = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return groups
+
+
+def ordered_allocators(names):
+    names = set(names)
+    known = [a for a in ALLOCATOR_ORDER if a in names]
+    return known + sorted(names - set(ALLOCATOR_ORDER))
+
+
+def ordered_workloads(runs):
+    seen = list(dict.fromkeys(r["workload"] for r in runs))
+    return [w for w in WORKLOAD_ORDER if w in seen] + [w for w in seen if w not in WORKLOAD_ORDER]
+
+
+def metric(run, name):
+    """A run's metric as a float, or None when absent or not a number."""
+    value = run.get("metrics", {}).get(name)
+    return float(value) if is_number(value) else None
+
+
+def median_of(runs, name):
+    values = [v for v in (metric(r, name) for r in runs) if v is not None]
+    return statistics.median(values) if values else None
+
+
+class Stats:
+    """Median, min and max of one allocator's repetitions of one case."""
+
+    def __init__(self, values):
+        self.median = statistics.median(values)
+        self.low, self.high, self.count = min(values), max(values), len(values)
+
+
+def ratio_to_baseline(better, value, baseline):
+    """> 1 when value is better than the baseline, in the metric's own sense."""
+    if better == "lower":
+        return baseline / value if value else None
+    return value / baseline if baseline else None
+
+
+class Row:
+    """One (workload, case) of the main table: per allocator, the Stats of the
+    primary metric."""
+
+    def __init__(self, workload, case, metric_name, better, runs):
+        self.workload, self.case = workload, case
+        self.metric, self.better = metric_name, better
+        self.stats = {a: Stats([metric(r, metric_name) for r in rs])
+                      for a, rs in group_by(runs, lambda r: r["allocator"]).items()}
+
+    def best(self):
+        pick = min if self.better == "lower" else max
+        return pick(s.median for s in self.stats.values())
+
+    def ratio(self, allocator):
+        if BASELINE not in self.stats or allocator not in self.stats:
+            return None
+        return ratio_to_baseline(self.better, self.stats[allocator].median,
+                                 self.stats[BASELINE].median)
+
+
+def primary_rows(runs):
+    """The main-table rows of measured runs, grouped by workload, then by
+    (metric, better) so that a workload whose cases use different metrics gets
+    one table per metric."""
+    tables = {}
+    for workload in ordered_workloads(runs):
+        wruns = [r for r in runs if r["workload"] == workload]
+        by_metric = group_by(wruns, lambda r: (r["primary"]["metric"], r["primary"]["better"]))
+        tables[workload] = [
+            [Row(workload, case, m, better, cruns)
+             for case, cruns in group_by(mruns, lambda r: r["case"]).items()]
+            for (m, better), mruns in by_metric.items()]
+    return tables
+
+
+def latency_series(run):
+    """{series name: latency object} of a run: "latency_ns" is "", queue's
+    "enqueue_latency_ns" is "enqueue", ..."""
+    series = {}
+    for key, value in run.get("metrics", {}).items():
+        if isinstance(value, dict) and (key == "latency_ns" or key.endswith("_latency_ns")):
+            series[key[:-len("latency_ns")].rstrip("_")] = value
+    return series
+
+
+def latency_medians(cruns):
+    """{(allocator, series): {percentile: median ns}} for one case."""
+    out = {}
+    for allocator, aruns in group_by(cruns, lambda r: r["allocator"]).items():
+        names = dict.fromkeys(name for r in aruns for name in latency_series(r))
+        for name in names:
+            objects = [latency_series(r).get(name, {}) for r in aruns]
+            medians = {}
+            for key, _ in PERCENTILES:
+                values = [o[key] for o in objects if is_number(o.get(key))]
+                if values:
+                    medians[key] = statistics.median(values)
+            if medians:
+                out[(allocator, name)] = medians
+    # allocators in column order, series in order of appearance
+    order = {a: i for i, a in enumerate(ordered_allocators(a for a, _ in out))}
+    return dict(sorted(out.items(), key=lambda kv: order[kv[0][0]]))
+
