@@ -2,6 +2,8 @@
 """Tests of the mempool-bench tool, run as a program.
 
     mempool_bench_test.py MEMPOOL_BENCH args        argument validation, --list, output formats
+    mempool_bench_test.py MEMPOOL_BENCH command     run -- CMD: timing any program, and its
+                                                    failures (missing, failing, hanging)
     mempool_bench_test.py MEMPOOL_BENCH WORKLOAD    a --quick run of WORKLOAD for every allocator
                                                     present: the JSON and CSV schemas, the
                                                     workload's own invariants, report.md
@@ -49,7 +51,19 @@ class Arguments(unittest.TestCase):
             (["compare", "--bogus"], "--bogus"),
             (["report"], "dir"),
             ([], "command"),
+            (["run"], "command after --"),
+            (["run", "--"], "command after --"),
+            (["run", "--", "no-such-program-here"], "no such command: no-such-program-here"),
+            (["run", "--timeout=0", "--", "true"], "--timeout"),
+            (["compare", "--", "ls"], "only run takes a command"),
+            (["apps", "--apps=nosuch"], "--apps"),
         ]
+        with tempfile.NamedTemporaryFile(suffix=".txt") as plain:
+            os.chmod(plain.name, 0o644)
+            cases.append((["run", "--", plain.name], "not executable"))  # there, but no x bit
+            self.check_usage_errors(cases)
+
+    def check_usage_errors(self, cases):
         for args, word in cases:
             with self.subTest(args=args):
                 r = run(*args)
@@ -63,7 +77,8 @@ class Arguments(unittest.TestCase):
         r = run("--list")
         self.assertEqual(r.returncode, 0)
         for name in ["rounds", "queue", "compare", "throughput", "micro", "prodcons",
-                     "fragmentation", "churn", "scaling", "glibc", "mimalloc", "jemalloc",
+                     "fragmentation", "churn", "scaling", "bigbuffers", "server", "handoff",
+                     "apps", "run", "glibc", "mimalloc", "jemalloc",
                      "tcmalloc", "mempool", "mempool-heap", "object-pool", "bitmap-pool",
                      "size-class-pool", "std-pmr"]:
             self.assertIn(name, r.stdout)
@@ -134,6 +149,21 @@ def check_workload(test, rec):
         test.assertTrue(m["checksum_ok"], rec)
     elif w == "fragmentation":
         test.assertEqual(m.get("corrupt_blocks", 0), 0, rec)
+    elif w == "server":
+        test.assertEqual(m["corrupt_blocks"], 0, rec)
+    elif w == "bigbuffers":
+        test.assertTrue(m["checksum_ok"], rec)
+    elif w == "apps":
+        # The program and its command line, a checked output, and its own numbers.
+        test.assertIn(rec["case"], ["redis", "redis-pipelined", "python", "sqlite", "gxx"])
+        test.assertTrue(rec["params"]["command"])
+        test.assertRegex(rec["output_digest"], "^[0-9a-f]{16}$")
+        if rec["case"].startswith("redis"):
+            for command in ["get", "set", "lpush", "lpop", "sadd", "hset", "zadd"]:
+                test.assertGreater(m["rps_" + command], 0, rec)
+            test.assertGreater(m["geomean_rps"], 0)
+        else:
+            test.assertGreater(m["wall_s"], 0)
 
 
 class Workload(unittest.TestCase):
@@ -146,8 +176,18 @@ class Workload(unittest.TestCase):
             self.assertTrue(records)
             self.assertTrue(any("metrics" in x for x in records))
             present = {x["allocator"] for x in records}
-            for name in ["glibc", "mempool", "mempool-heap", "size-class-pool", "std-pmr"]:
-                self.assertIn(name, present)  # always there: no package needed
+            # Always there, needing no package; programs run only through malloc.
+            expected = ["glibc", "mempool"] if WORKLOAD == "apps" else [
+                "glibc", "mempool", "mempool-heap", "size-class-pool", "std-pmr"]
+            for name in expected:
+                self.assertIn(name, present)
+            if WORKLOAD == "apps":
+                self.assertNotIn("mempool-heap", present)
+                # Every program ran (none skipped) under every allocator present.
+                cases = {(x["case"], x["allocator"]) for x in records if "metrics" in x}
+                for case in ["redis", "redis-pipelined", "python", "sqlite", "gxx"]:
+                    for name in present:
+                        self.assertIn((case, name), cases)
             for rec in records:
                 with self.subTest(allocator=rec["allocator"], case=rec["case"]):
                     self.assertEqual(rec["workload"], WORKLOAD)
@@ -167,10 +207,83 @@ class Workload(unittest.TestCase):
                 self.assertIn(f"## {WORKLOAD}", f.read())
 
 
+class Command(unittest.TestCase):
+    """mempool-bench run -- CMD: any program, under each allocator."""
+
+    def test_times_a_program_under_each_allocator(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--allocators=glibc,mempool", "--repeat=2", "--out", d, "--",
+                    "/usr/bin/python3", "-c", "print(len({i: str(i) for i in range(100000)}))")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "results.jsonl")) as f:
+                records = [json.loads(line) for line in f]
+            self.assertEqual([x["allocator"] for x in records],
+                             ["glibc", "mempool", "glibc", "mempool"])
+            for rec in records:
+                check_record(self, rec)
+                self.assertEqual(rec["params"]["command"],
+                                 "/usr/bin/python3 -c 'print(len({i: str(i) for i in "
+                                 "range(100000)}))'")
+                # A Python process holds more than 5 MiB: this is the program's RSS.
+                self.assertGreater(rec["metrics"]["peak_rss_kib"], 5 * 1024)
+                self.assertGreater(rec["metrics"]["wall_s"], 0)
+            for row in ["min-max", "peak RSS", "glibc", "mempool"]:
+                self.assertIn(row, r.stdout)
+            rep = run("report", d)
+            self.assertEqual(rep.returncode, 0, rep.stderr)
+            with open(os.path.join(d, "report.md")) as f:
+                self.assertIn("## run", f.read())
+
+    def test_default_allocators_are_the_ones_that_replace_malloc(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--repeat=1", "--out", d, "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "results.jsonl")) as f:
+                names = {json.loads(line)["allocator"] for line in f}
+            self.assertIn("glibc", names)
+            self.assertIn("mempool", names)
+            self.assertFalse(names & {"mempool-heap", "object-pool", "std-pmr"}, names)
+
+    def test_a_failing_command_is_a_failure_not_a_number(self):
+        with tempfile.TemporaryDirectory() as d:
+            for cmd, words in [(["sh", "-c", "echo broken >&2; exit 3"],
+                                ["`sh -c 'echo broken >&2; exit 3'`", "exit status 3", "broken"]),
+                               (["sh", "-c", "kill -SEGV $$"], ["signal 11"])]:
+                with self.subTest(cmd=cmd):
+                    r = run("run", "--allocators=glibc", "--out", d, "--", *cmd, timeout=60)
+                    self.assertEqual(r.returncode, 1, r.stderr)
+                    for word in words:
+                        self.assertIn(word, r.stderr)
+                    self.assertIn("under glibc", r.stderr)
+                    self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+    def test_a_hanging_command_is_stopped_with_everything_it_started(self):
+        marker = "31.%d" % os.getpid()
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--allocators=glibc", "--timeout=0.5", "--out", d, "--",
+                    "sh", "-c", f"sleep {marker} & sleep {marker}", timeout=30)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("took longer than", r.stderr)
+            left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True,
+                                  text=True, check=False)
+            self.assertEqual(left.stdout, "", "a process of the timed-out command is still there")
+
+    def test_check_output_catches_output_that_differs(self):
+        with tempfile.TemporaryDirectory() as d:
+            script = "import os; print(os.urandom(8).hex())"
+            r = run("run", "--allocators=glibc,mempool", "--check-output", "--out", d, "--",
+                    "/usr/bin/python3", "-c", script)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("differs", r.stderr)
+            r = run("run", "--allocators=glibc,mempool", "--check-output", "--out", d, "--",
+                    "/usr/bin/python3", "-c", "print(sorted(range(9, 0, -1)))")
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+
 if __name__ == "__main__":
     TOOL = os.path.abspath(sys.argv[1])
     WORKLOAD = sys.argv[2]
-    selected = Arguments if WORKLOAD == "args" else Workload
+    selected = {"args": Arguments, "command": Command}.get(WORKLOAD, Workload)
     suite = unittest.TestLoader().loadTestsFromTestCase(selected)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)

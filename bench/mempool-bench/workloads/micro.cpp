@@ -1,5 +1,5 @@
 // micro: the foundation issue's three loops on 24-byte objects, as
-// bench/pools_benchmark.cpp runs them, for the allocator of the run (one thread):
+// bench/micro/pools_benchmark.cpp runs them, for the allocator of the run (one thread):
 //   Single  one allocation, then its free, per iteration
 //   Bulk    10,000 allocations, then 10,000 frees, per iteration
 //   Churn   5,000 objects live; per iteration free the 100 oldest and allocate

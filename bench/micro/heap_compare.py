@@ -51,7 +51,7 @@ import subprocess
 import sys
 import time
 
-from instructions import total_ir  # bench/instructions.py: reads a callgrind.out total
+from instructions import total_ir  # bench/micro/instructions.py: reads a callgrind.out total
 
 LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
             "/usr/lib64", "/usr/lib", "/usr/local/lib"]

@@ -36,6 +36,10 @@ struct RunSpec {
   double seconds = 1.0;
   std::size_t sample_rate = 64;  // every n-th operation is timed
   bool quick = false;
+  std::string app;                   // apps: the program of this case ("" before cases)
+  std::vector<std::string> command;  // run: the user's command
+  double timeout_s = 600;            // apps and run: the most one program run may take
+  bool check_output = false;         // run: the command's stdout is compared across allocators
 };
 
 // A run that cannot happen for this allocator (a single-threaded pool on several

@@ -1,7 +1,7 @@
-// mempool-bench's workloads: one file each (workload_<name>.cpp), each a
+// mempool-bench's workloads: one file each (workloads/<name>.cpp), each a
 // function that runs one measurement in this process and returns its result as
 // JSON: {"case": the parameter combination in words, "primary": {"metric",
-// "better"}, "metrics": {...}}. The driver (mempool_bench.cpp) runs each in a
+// "better"}, "metrics": {...}}. The driver (driver.cpp) runs each in a
 // child process per allocator and repetition, and adds the rest of the record.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench_allocators.hpp"
+#include "allocators.hpp"
 #include "bench_support.hpp"
 #include "latency_histogram.hpp"
 
@@ -43,11 +43,21 @@ nlohmann::json run_prodcons(const RunSpec& spec);
 nlohmann::json run_fragmentation(const RunSpec& spec);
 nlohmann::json run_churn(const RunSpec& spec);
 nlohmann::json run_scaling(const RunSpec& spec);
+nlohmann::json run_bigbuffers(const RunSpec& spec);
+nlohmann::json run_server(const RunSpec& spec);
+nlohmann::json run_handoff(const RunSpec& spec);
+nlohmann::json run_apps(const RunSpec& spec);
+nlohmann::json run_command(const RunSpec& spec);
+
+// The programs of the apps workload (redis, python, ...), and its cases: one
+// per program (given.app: a comma-separated choice, "" for all).
+std::vector<std::string> app_names();
+std::vector<RunSpec> app_cases(const RunSpec& given);
 
 // ---------------------------------------------------------------------------
 // Shared by the workloads.
 
-// The allocate-then-free loop of compare and throughput (workload_throughput.cpp):
+// The allocate-then-free loop of compare and throughput (throughput.cpp):
 // spec.threads threads for spec.seconds, immediate or window mode, sizes fixed
 // (spec.size) or mixed in [mixed_low, spec.size]; with sample_latency, every
 // spec.sample_rate-th op is timed.

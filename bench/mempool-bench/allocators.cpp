@@ -1,4 +1,4 @@
-#include "bench_allocators.hpp"
+#include "allocators.hpp"
 
 #include <unistd.h>
 

@@ -27,6 +27,11 @@ std::vector<int> scaling_threads() {
   out.push_back(top);
   return out;
 }
+// server and handoff: blocks cross threads, so at least 2; then 4x the cores.
+std::vector<int> crossing_threads() {
+  const int cores = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  return {cores, 4 * cores};
+}
 std::vector<int> no_threads() {
   return {};
 }
@@ -83,6 +88,18 @@ const std::vector<WorkloadInfo>& all_workloads() {
        run_churn, no_threads, nullptr},
       {"scaling", "throughput over 1, 2, 4, ... 2x the cores", run_scaling, scaling_threads,
        nullptr},
+      {"bigbuffers", "20 live buffers of 5-25 MiB, one replaced by a new zero-filled one at a time",
+       run_bigbuffers, no_threads, nullptr},
+      {"server", "Larson-style: threads replace random blocks (8-1000 B) in a shared array",
+       run_server, crossing_threads, nullptr},
+      {"handoff", "16 B-16 KiB in per-thread windows, every other block freed by the next thread",
+       run_handoff, crossing_threads, nullptr},
+      {"apps",
+       "real programs: redis-server under redis-benchmark (1 and 16 in flight), CPython, "
+       "sqlite3, g++",
+       run_apps, no_threads, app_cases},
+      {"run", "any command: mempool-bench run -- CMD ARGS... (time and peak RSS)", run_command,
+       no_threads, nullptr},
   };
   return list;
 }

@@ -1,0 +1,92 @@
+// mempool-bench's driver: the options, the plan of runs (plan.cpp), the child
+// processes that make each measurement (driver.cpp), the machine recorded with
+// every run (machine_info.cpp) and the tables printed at the end
+// (results_table.cpp). main.cpp parses the command line.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "allocators.hpp"
+
+namespace mempool_bench {
+
+inline constexpr int kUsageError = 2;
+
+struct Options {
+  std::string command;  // a workload, "suite", "report" or "run"
+  std::string report_dir;
+  std::vector<std::string> allocators;
+  std::vector<int> threads;
+  std::size_t size = 0;  // 0: the workload's own
+  std::string size_dist = "fixed";
+  std::string mode = "immediate";
+  std::size_t window = 1024;
+  double warmup = 0.2;
+  double seconds = 1.0;
+  std::size_t repeat = 5;
+  std::size_t sample_rate = 64;
+  std::vector<std::string> apps;         // apps: which programs (empty: all)
+  std::vector<std::string> run_command;  // run: the command after --
+  double timeout = 600;                  // apps and run: seconds per program run
+  bool check_output = false;             // run: stdout must match across allocators
+  std::string label;
+  std::string format = "table";
+  std::string out = "bench-results";
+  bool quick = false;
+  bool list = false;
+  bool child = false;  // internal: run one measurement, print its JSON line
+};
+
+// --- plan.cpp: which runs, in which order.
+struct Run {
+  RunSpec spec;
+  std::size_t repetition = 0;
+};
+
+// One workload of a plan: its options, the thread counts it runs at (empty: the
+// workload's defaults), and the fewest repetitions it gets.
+struct Part {
+  RunSpec given;
+  std::vector<int> threads;
+  std::size_t min_repeat = 0;
+};
+
+// The measurement the options describe (the first allocator and thread count).
+RunSpec base_spec(const Options& o);
+// The arguments that make a child run spec.
+std::vector<std::string> child_args(const std::string& exe, const RunSpec& s);
+// Interleaved: every run of one repetition (each part's cases and thread
+// counts, each allocator in turn), then the next repetition.
+std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
+                           const std::vector<std::string>& allocators);
+// The suite: every workload but run (about 12 minutes on 2 cores).
+std::vector<Part> suite_parts(const RunSpec& base);
+
+// --- machine_info.cpp
+// CPU, cores, kernel, compiler, build type, glibc, and each allocator's version
+// (libraries: name -> the preloaded file, "" for none).
+nlohmann::json machine_info(const std::map<std::string, std::string>& libraries);
+
+// --- results_table.cpp
+double median(std::vector<double> v);
+// One table per workload: a row per case, a column per allocator.
+void print_table(const std::vector<nlohmann::json>& records,
+                 const std::vector<std::string>& allocators);
+extern const char* const kCsvHeader;
+std::string csv_row(const nlohmann::json& r);
+
+// --- driver.cpp
+std::string exe_path();
+std::string exe_dir();
+int run_child(const Options& o);
+int run_report(const std::string& dir);
+void print_list();
+// Runs the plan, writes results.jsonl and results.csv under o.out, prints the
+// table (or CSV or JSON lines). 0, or 1 when a run failed (said on stderr).
+int run_plan_for(const Options& o, const std::vector<Part>& parts);
+
+}  // namespace mempool_bench

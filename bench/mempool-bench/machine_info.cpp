@@ -1,0 +1,90 @@
+// The machine, recorded with every run: CPU, kernel, compiler, and the version
+// of each allocator measured.
+#include <gnu/libc-version.h>
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "driver.hpp"
+
+namespace mempool_bench {
+
+#ifndef MEMPOOL_BENCH_BUILD_TYPE
+#define MEMPOOL_BENCH_BUILD_TYPE "unknown"
+#endif
+#ifndef MEMPOOL_BENCH_VERSION
+#define MEMPOOL_BENCH_VERSION "unknown"
+#endif
+
+using nlohmann::json;
+
+namespace {
+
+std::string first_line_with(const char* file, const char* key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        return v;
+      }
+    }
+  }
+  return "unknown";
+}
+
+// The first line a shell command prints, "" when it fails.
+std::string command_line_output(const std::string& command) {
+  std::FILE* f = ::popen(command.c_str(), "r");
+  if (f == nullptr) return "";
+  char buf[512] = {};
+  const bool got = std::fgets(buf, sizeof buf, f) != nullptr;
+  ::pclose(f);
+  std::string line = got ? buf : "";
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' '))
+    line.pop_back();
+  return line;
+}
+
+// The version of what an allocator runs: glibc's and mempool's own, or the
+// Debian package that installed a preloaded library.
+std::string library_version(const std::string& name, const std::string& path) {
+  if (name == "glibc") return gnu_get_libc_version();
+  if (name == "std-pmr") return "libstdc++ " + std::to_string(_GLIBCXX_RELEASE);
+  if (path.empty() || name == "mempool") return MEMPOOL_BENCH_VERSION;
+  const std::string owner = command_line_output("dpkg-query -S '" + path + "' 2>/dev/null");
+  const std::string package = owner.substr(0, owner.find(':'));
+  if (package.empty()) return "unknown";
+  const std::string version =
+      command_line_output("dpkg-query -W -f='${Version}' '" + package + "' 2>/dev/null");
+  return version.empty() ? "unknown" : version;
+}
+
+}  // namespace
+
+json machine_info(const std::map<std::string, std::string>& libraries) {
+  utsname u{};
+  ::uname(&u);
+  json versions = json::object();
+  for (const auto& [name, path] : libraries)
+    versions[name] = library_version(name, path);
+#ifdef __clang__
+  const std::string compiler = std::string("clang ") + __clang_version__;
+#else
+  const std::string compiler = std::string("GCC ") + __VERSION__;
+#endif
+  return {{"cpu", first_line_with("/proc/cpuinfo", "model name")},
+          {"cores", std::thread::hardware_concurrency()},
+          {"kernel", std::string(u.release)},
+          {"compiler", compiler},
+          {"build_type", MEMPOOL_BENCH_BUILD_TYPE},
+          {"glibc", gnu_get_libc_version()},
+          {"libraries", versions}};
+}
+
+}  // namespace mempool_bench

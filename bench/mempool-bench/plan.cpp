@@ -1,0 +1,114 @@
+// The plan: which runs, in which order, and the arguments of each child.
+#include <algorithm>
+#include <thread>
+
+#include "driver.hpp"
+#include "workloads/workloads.hpp"
+
+namespace mempool_bench {
+
+RunSpec base_spec(const Options& o) {
+  RunSpec spec;
+  spec.workload = o.command;
+  spec.allocator = o.allocators.empty() ? "" : o.allocators.front();
+  spec.threads = o.threads.empty() ? 1 : o.threads.front();
+  spec.size = o.size;
+  spec.mixed = o.size_dist == "mixed";
+  spec.window = o.mode == "window";
+  spec.window_size = o.window;
+  spec.warmup_s = o.warmup;
+  spec.seconds = o.seconds;
+  spec.sample_rate = o.sample_rate;
+  spec.quick = o.quick;
+  for (const std::string& a : o.apps)
+    spec.app += (spec.app.empty() ? "" : ",") + a;
+  spec.command = o.run_command;
+  spec.timeout_s = o.timeout;
+  spec.check_output = o.check_output;
+  return spec;
+}
+
+std::vector<std::string> child_args(const std::string& exe, const RunSpec& s) {
+  std::vector<std::string> a = {exe,
+                                s.workload,
+                                "--child",
+                                "--allocators=" + s.allocator,
+                                "--threads=" + std::to_string(s.threads),
+                                std::string("--size-dist=") + (s.mixed ? "mixed" : "fixed"),
+                                std::string("--mode=") + (s.window ? "window" : "immediate"),
+                                "--window=" + std::to_string(s.window_size),
+                                "--warmup=" + std::to_string(s.warmup_s),
+                                "--seconds=" + std::to_string(s.seconds),
+                                "--sample-rate=" + std::to_string(s.sample_rate),
+                                "--timeout=" + std::to_string(s.timeout_s)};
+  if (s.size != 0) a.push_back("--size=" + std::to_string(s.size));
+  if (s.quick) a.emplace_back("--quick");
+  if (!s.app.empty()) a.push_back("--apps=" + s.app);
+  if (s.check_output) a.emplace_back("--check-output");
+  if (!s.command.empty()) {
+    a.emplace_back("--");
+    a.insert(a.end(), s.command.begin(), s.command.end());
+  }
+  return a;
+}
+
+std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
+                           const std::vector<std::string>& allocators) {
+  std::size_t most = repeat;
+  for (const Part& part : parts)
+    most = std::max(most, part.min_repeat);
+  std::vector<Run> runs;
+  for (std::size_t rep = 0; rep < most; ++rep) {
+    for (const Part& part : parts) {
+      if (rep >= std::max(repeat, part.min_repeat)) continue;
+      const WorkloadInfo* info = find_workload(part.given.workload);
+      const std::vector<RunSpec> cases =
+          info->cases != nullptr ? info->cases(part.given) : std::vector<RunSpec>{part.given};
+      std::vector<int> threads = !part.threads.empty() ? part.threads : info->default_threads();
+      if (threads.empty()) threads = {1};  // the workload picks its own threads
+      for (const RunSpec& c : cases) {
+        for (int t : threads) {
+          for (const std::string& a : allocators) {
+            Run r{c, rep};
+            r.spec.threads = t;
+            r.spec.allocator = a;
+            runs.push_back(r);
+          }
+        }
+      }
+    }
+  }
+  return runs;
+}
+
+std::vector<Part> suite_parts(const RunSpec& base) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto part = [&](const char* workload, std::vector<int> threads) {
+    Part p{base, std::move(threads)};
+    p.given.workload = workload;
+    return p;
+  };
+  std::vector<Part> parts = {part("rounds", {1, 2, 4}),
+                             part("queue", {1}),
+                             part("compare", {1, cores}),
+                             part("throughput", {1, cores}),
+                             part("micro", {}),
+                             part("prodcons", {}),
+                             part("fragmentation", {}),
+                             part("churn", {}),
+                             part("scaling", {}),
+                             part("bigbuffers", {}),
+                             part("server", {}),
+                             part("handoff", {}),
+                             part("apps", {})};
+  // throughput: mixed sizes (8 B to 256 KiB) in a window of live blocks, the
+  // case the others do not cover.
+  parts[3].given.mixed = true;
+  parts[3].given.window = true;
+  // Real programs swing by 15% and more between runs: at least 5 repetitions,
+  // so that their spread (min-max) says whether a difference is real.
+  if (!base.quick) parts.back().min_repeat = 5;
+  return parts;
+}
+
+}  // namespace mempool_bench
