@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Tests bench/report.py on synthetic results.jsonl files with known numbers.
+"""Tests mempool-bench's report (bench/mempool-bench/report/report.py) on
+synthetic results.jsonl files with known numbers.
 
-    /usr/bin/python3 tests/bench/report_test.py [path/to/bench/report.py] [unittest args]
+    /usr/bin/python3 tests/bench/report_test.py [path/to/report/report.py] [unittest args]
 
 Runs report.py as a subprocess (through its #!/usr/bin/python3 line when it is
 executable, so that it gets Debian's matplotlib) and checks report.md's
-numbers, the bold best per row in both senses, the ratio to glibc, the
-Skipped section, the PNGs, and exit status 2 on bad input.
+numbers, the bold best per row in both senses, the ratio to glibc and to the
+best peer, the Skipped section, the PNGs, exit status 2 on bad input, and the
+workloads that run programs (apps, run): a primary metric per case, mempool
+against the best peer, redis' requests per command, their plots.
 """
 
 import json
@@ -18,7 +21,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPORT = os.path.join(HERE, "..", "..", "bench", "report.py")
+REPORT = os.path.join(HERE, "..", "..", "bench", "mempool-bench", "report", "report.py")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 MACHINE = {"cpu": "Test CPU", "cores": 2, "kernel": "6.1.0", "compiler": "GCC 12.2.0",
@@ -26,6 +29,7 @@ MACHINE = {"cpu": "Test CPU", "cores": 2, "kernel": "6.1.0", "compiler": "GCC 12
 MALLOC_FROM = {"glibc": "/lib/x86_64-linux-gnu/libc.so.6",
                "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
                "mimalloc": "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2",
+               "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
                "mempool": "/build/libmempool-malloc.so"}
 
 
@@ -92,6 +96,81 @@ def synthetic_runs():
                                  1e6 * p50, sent=1000, dropped=1000 - received, received=received,
                                  enqueue_latency_ns=latency(p50), dequeue_latency_ns=latency(p50 * 3),
                                  unknown_future_metric={"x": 1}))
+    return runs
+
+# apps: a primary metric per case. redis: geomean_rps, higher is better; the
+# others: wall_s, lower is better. {case: {allocator: ([reps], peak RSS KiB)}}
+APPS = {
+    "python": {"glibc": ([2.0, 2.2, 1.9], 20480),           # 2.0 s
+               "mimalloc": ([1.6, 1.7, 1.65], 30720),       # 1.65: the best peer
+               "jemalloc": ([1.8, 1.8, 1.8], 25600),
+               "tcmalloc": ([1.7, 1.75, 1.72], 40960),
+               "mempool": ([1.5, 1.62, 1.45], 40960)},      # 1.10x mimalloc, overlap
+    "redis": {"glibc": ([100e3, 110e3, 90e3], 10240),       # 100,000 requests/s
+              "mimalloc": ([120e3, 118e3, 125e3], 12288),   # 120,000
+              "jemalloc": ([125e3, 130e3, 128e3], 8192),    # 128,000: the best peer
+              "tcmalloc": ([126e3, 127e3, 124e3], 6144),    # 126,000; the lowest RSS
+              "mempool": ([140e3, 136e3, 150e3], 7168)},    # 1.09x jemalloc, apart
+    "sqlite": {"glibc": ([3.0, 3.1, 2.9], 4096),
+               "tcmalloc": ([2.5, 2.6, 2.4], 8192),         # the best peer
+               "mempool": ([2.8, 2.9, 2.7], 2048)},         # 0.893x tcmalloc, apart
+    "gxx": {"glibc": ([4.0, 4.0, 4.0], 102400),
+            "jemalloc": ([3.0, 3.0, 3.0], 102400)},         # no mempool: no ratio
+}
+# redis' requests/s per command, medians (the repetitions: x 1, 0.9, 1.1).
+REDIS_COMMANDS = {
+    "get": {"glibc": 100e3, "mimalloc": 110e3, "jemalloc": 120e3, "tcmalloc": 115e3,
+            "mempool": 150e3},                              # mempool best, 1.50x glibc
+    "set": {"glibc": 90e3, "mimalloc": 95e3, "jemalloc": 130e3, "tcmalloc": 100e3,
+            "mempool": 117e3},                              # jemalloc best, 1.30x
+    "lpush": {"glibc": 80e3, "mimalloc": 80e3, "jemalloc": 80e3, "tcmalloc": 80e3,
+              "mempool": 100e3},                            # 1.25x
+}
+for _command in ("lpop", "sadd", "hset", "zadd"):
+    REDIS_COMMANDS[_command] = dict(REDIS_COMMANDS["lpush"])
+RUN_CASE = "sh -c 'ls | wc -l'"
+RUN = {"glibc": [0.010, 0.012, 0.011],                     # 11.0 ms
+       "jemalloc": [0.009, 0.010, 0.0095],                  # 9.50: the best peer
+       "mempool": [0.0095, 0.0098, 0.0090]}                 # 9.50: 1.00x, overlap
+
+
+def program_line(workload, case, allocator, rep, metric, better, value, rss_kib, **extra):
+    """One measured run of a program, as apps and run write it."""
+    metrics = {metric: value, "cpu_s": 1.0, "peak_rss_kib": rss_kib}
+    metrics.update(extra)
+    return {"schema": 1, "workload": workload, "case": case, "allocator": allocator,
+            "label": "test", "repetition": rep, "threads": 1,
+            "params": {"command": f"/usr/bin/{case} --bench"},
+            "primary": {"metric": metric, "better": better}, "metrics": metrics,
+            "output_digest": "0123456789abcdef",
+            "malloc_from": MALLOC_FROM.get(allocator, MALLOC_FROM["glibc"]), "machine": MACHINE}
+
+
+def program_runs():
+    runs = []
+    for case, allocators in APPS.items():
+        for allocator, (reps, rss) in allocators.items():
+            for rep, value in enumerate(reps):
+                if case == "redis":
+                    commands = {f"rps_{c}": by[allocator] * (1.0, 0.9, 1.1)[rep]
+                                for c, by in REDIS_COMMANDS.items()}
+                    runs.append(program_line("apps", case, allocator, rep, "geomean_rps",
+                                             "higher", value, rss, server_cpu_s=1.5, **commands))
+                else:
+                    runs.append(program_line("apps", case, allocator, rep, "wall_s", "lower",
+                                             value, rss, wall_s=value))
+    for allocator, reps in RUN.items():
+        for rep, value in enumerate(reps):
+            runs.append(program_line("run", RUN_CASE, allocator, rep, "wall_s", "lower", value,
+                                     1024))
+    runs.append({"schema": 1, "workload": "apps", "case": "redis", "allocator": "object-pool",
+                 "label": "test", "repetition": 0, "machine": MACHINE,
+                 "skipped": "object-pool is an in-process API; programs run through malloc"})
+    # after apps in the file, before it in the report; mempool-heap is no peer
+    for allocator, ns in (("glibc", 400), ("mempool", 200), ("mempool-heap", 100)):
+        for rep in range(3):
+            runs.append(run_line("bigbuffers", "1 MiB", allocator, rep, 1, "ns_per_op", "lower",
+                                 ns, peak_rss_kib=1024))
     return runs
 
 
@@ -186,7 +265,27 @@ class ReportOnSyntheticData(unittest.TestCase):
 
     def test_column_order(self):
         header = list(self.main_table("compare")[0])
-        self.assertEqual(header, ["case", "glibc", "jemalloc", "mempool", "object-pool"])
+        self.assertEqual(header, ["case", "glibc", "jemalloc", "mempool", "object-pool",
+                                  "mempool vs best peer"])
+
+    def test_best_peer_column(self):
+        # lower is better: jemalloc 21 is the best peer (object-pool's 40 is no peer)
+        compare = self.main_table("compare")
+        self.assertEqual(row(compare, "64 B, 1 thread")["mempool vs best peer"],
+                         "1.40× (jemalloc)")                  # 21 / 15
+        self.assertEqual(row(compare, "64 B, 2 threads")["mempool vs best peer"],
+                         "0.800× (jemalloc)")                 # 20 / 25
+        # higher is better: mimalloc's 400 and 700 Mops/s
+        through = self.main_table("throughput")
+        self.assertEqual(row(through, "mixed sizes, 1 threads")["mempool vs best peer"],
+                         "0.750× (mimalloc)")                 # 300 / 400
+        self.assertEqual(row(through, "mixed sizes, 2 threads")["mempool vs best peer"],
+                         "1.29× (mimalloc)")                  # 900 / 700
+        # glibc is a peer too, and here the best one (1e8 ops/s against jemalloc's 5e7)
+        self.assertEqual(row(self.main_table("queue"), "window 64")["mempool vs best peer"],
+                         "0.300× (glibc)")
+        self.assertIn("mempool vs best peer: mempool's median against the best median of glibc, "
+                      "mimalloc, jemalloc and tcmalloc", section(self.md, "compare"))
 
     def assert_bold_only(self, cells, allocator):
         bold = [a for a, c in cells.items() if a != "case" and c.startswith("**")]
@@ -269,6 +368,159 @@ class ReportOnSyntheticData(unittest.TestCase):
         self.assertEqual(lines[0], os.path.join(self.dir, "report.md"))
         self.assertIn("| 64 B, 1 thread |", self.result.stdout)
         self.assertIn("| mixed sizes, 4 threads |", self.result.stdout)
+
+
+def report_module(name):
+    """One of report.py's modules, imported from beside it."""
+    directory = os.path.dirname(os.path.realpath(REPORT))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    return __import__(name)
+
+
+class ProgramWorkloads(unittest.TestCase):
+    """apps and run: a primary metric per case, mempool against the best peer."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        write_jsonl(cls.dir, program_runs())
+        cls.result = run_report(cls.dir)
+        if cls.result.returncode != 0:
+            raise AssertionError(f"report.py failed ({cls.result.returncode}):\n"
+                                 f"{cls.result.stdout}\n{cls.result.stderr}")
+        with open(os.path.join(cls.dir, "report.md"), encoding="utf-8") as f:
+            cls.md = f.read()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def table_after(self, workload, title, index=0):
+        text = section(self.md, workload)
+        return tables(text[text.index(title):])[index]
+
+    def peer_row(self, workload, case):
+        return row(self.table_after(workload, "### mempool against the best peer"), case)
+
+    def test_workload_order(self):
+        headings = re.findall(r"^## (\S+)", self.md, re.M)
+        self.assertEqual(headings, ["bigbuffers", "apps", "run", "Skipped"])
+
+    def test_apps_main_tables_per_metric(self):
+        text = section(self.md, "apps")
+        time_table, redis_table = tables(text)[:2]  # in the order of the runs' first cases
+        self.assertEqual([r["case"] for r in redis_table], ["redis"])
+        self.assertEqual([r["case"] for r in time_table], ["python", "sqlite", "gxx"])
+        self.assertIn("**geomean_rps** in requests/s, **higher is better**", text)
+        self.assertIn("**wall_s** in s, **lower is better**", text)
+        redis = row(redis_table, "redis")
+        self.assertEqual(median_in(redis["mempool"]), 140000.0)
+        self.assertAlmostEqual(ratio_in(redis["mempool"]), 1.4)         # 140k / 100k
+        self.assertEqual(redis["mempool vs best peer"], "1.09× (jemalloc)")  # 140 / 128
+        python = row(time_table, "python")
+        self.assertAlmostEqual(ratio_in(python["mempool"]), 1.33)       # 2.0 / 1.5
+        self.assertEqual(python["mempool vs best peer"], "1.10× (mimalloc)")  # 1.65 / 1.5
+        self.assertEqual(row(time_table, "gxx")["mempool vs best peer"], "–")
+
+    def test_apps_best_peer_table(self):
+        table = self.table_after("apps", "### mempool against the best peer")
+        # one table, the cases in the order they ran, whatever their metric
+        self.assertEqual([r["case"] for r in table], ["python", "redis", "sqlite", "gxx"])
+        redis = self.peer_row("apps", "redis")
+        self.assertEqual(redis["primary metric"], "geomean_rps (requests/s, higher is better)")
+        self.assertEqual(redis["mempool"], "140,000 (136,000–150,000)")
+        self.assertEqual(redis["best peer"], "jemalloc 128,000 (125,000–130,000)")
+        self.assertEqual(redis["mempool vs best peer"], "1.09×")
+        python = self.peer_row("apps", "python")
+        self.assertEqual(python["primary metric"], "wall_s (s, lower is better)")
+        self.assertEqual(python["mempool"], "1.50 (1.45–1.62)")
+        self.assertEqual(python["best peer"], "mimalloc 1.65 (1.60–1.70)")
+        self.assertEqual(python["mempool vs best peer"], "1.10×")      # 1.65 / 1.5
+        sqlite = self.peer_row("apps", "sqlite")
+        self.assertEqual(sqlite["best peer"], "tcmalloc 2.50 (2.40–2.60)")
+        self.assertEqual(sqlite["mempool vs best peer"], "0.893×")     # 2.5 / 2.8
+        gxx = self.peer_row("apps", "gxx")
+        self.assertEqual((gxx["mempool"], gxx["best peer"], gxx["mempool vs best peer"]),
+                         ("–", "jemalloc 3.00 (3.00–3.00)", "–"))
+
+    def test_spreads_overlap_or_apart(self):
+        self.assertEqual(self.peer_row("apps", "redis")["spreads"], "apart")     # 136k > 130k
+        self.assertEqual(self.peer_row("apps", "python")["spreads"], "overlap")  # 1.62 >= 1.60
+        self.assertEqual(self.peer_row("apps", "sqlite")["spreads"], "apart")    # 2.7 > 2.6
+        self.assertEqual(self.peer_row("apps", "gxx")["spreads"], "–")
+        self.assertEqual(self.peer_row("run", "sh -c 'ls \\| wc -l'")["spreads"], "overlap")
+
+    def test_peak_rss_against_the_lowest_peer(self):
+        # redis: tcmalloc has the lowest peak RSS of the peers, not jemalloc, the fastest
+        redis = self.peer_row("apps", "redis")
+        self.assertEqual(redis["peak RSS, MiB: mempool vs lowest peer"], "7.00 vs 6.00 (tcmalloc)")
+        self.assertEqual(redis["peak RSS ratio"], "0.857×")     # 6 / 7: mempool larger
+        sqlite = self.peer_row("apps", "sqlite")
+        self.assertEqual(sqlite["peak RSS, MiB: mempool vs lowest peer"], "2.00 vs 4.00 (glibc)")
+        self.assertEqual(sqlite["peak RSS ratio"], "2.00×")
+
+    def test_redis_commands_table(self):
+        text = section(self.md, "apps")
+        self.assertNotIn("Case python:", text[text.index("### Requests per command"):])
+        commands = self.table_after("apps", "### Requests per command")
+        self.assertEqual([r["command"] for r in commands],
+                         ["GET", "SET", "LPUSH", "LPOP", "SADD", "HSET", "ZADD"])
+        self.assertEqual(list(commands[0]), ["command", "glibc", "mimalloc", "jemalloc",
+                                             "tcmalloc", "mempool", "mempool vs glibc"])
+        get, set_ = row(commands, "GET"), row(commands, "SET")
+        self.assertEqual(get["glibc"], "100,000")                # 100k x 1, 0.9, 1.1
+        self.assertEqual(get["mempool"], "**150,000**")
+        self.assertEqual(get["mempool vs glibc"], "1.50×")
+        self.assertEqual(set_["jemalloc"], "**130,000**")
+        self.assertEqual(set_["mempool"], "117,000")
+        self.assertEqual(set_["mempool vs glibc"], "1.30×")
+        self.assertEqual(row(commands, "ZADD")["mempool vs glibc"], "1.25×")
+
+    def test_in_process_allocator_is_no_peer(self):
+        big = row(tables(section(self.md, "bigbuffers"))[0], "1 MiB")
+        self.assertTrue(big["mempool-heap"].startswith("**"))   # the best, but no peer
+        self.assertEqual(big["mempool vs best peer"], "2.00× (glibc)")
+
+    def test_run_workload(self):
+        text = section(self.md, "run")
+        case = "sh -c 'ls \\| wc -l'"
+        self.assertIn("**wall_s** in ms, **lower is better**", text)
+        self.assertEqual(row(tables(text)[0], case)["mempool vs best peer"], "1.00× (jemalloc)")
+        peer = self.peer_row("run", case)
+        self.assertEqual(peer["primary metric"], "wall_s (ms, lower is better)")
+        self.assertEqual(peer["mempool"], "9.50 (9.00–9.80)")
+        self.assertEqual(peer["best peer"], "jemalloc 9.50 (9.00–10.0)")
+
+    def test_program_plots(self):
+        for workload, names in (("apps", ("apps_vs_glibc", "apps_rss_vs_glibc")),
+                                ("run", ("run_vs_glibc", "run_rss_vs_glibc"))):
+            for name in names:
+                path = os.path.join(self.dir, "plots", name + ".png")
+                self.assertTrue(os.path.isfile(path), path)
+                with open(path, "rb") as f:
+                    data = f.read()
+                self.assertEqual(data[:8], PNG_SIGNATURE, path)
+                self.assertGreater(len(data), 1024, path)
+                self.assertIn(f"(plots/{name}.png)", section(self.md, workload))
+        # bigbuffers is no program workload
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "plots", "bigbuffers_vs_glibc.png")))
+
+    def test_plot_values_normalised_to_glibc(self):
+        plots, results = report_module("plots"), report_module("results")
+        cases = [("python", "lower", {a: results.Stats(reps) for a, (reps, _) in APPS["python"].items()}),
+                 ("redis", "higher", {a: results.Stats(reps) for a, (reps, _) in APPS["redis"].items()}),
+                 ("no glibc", "lower", {"mempool": results.Stats([1.0])})]
+        values, errors = plots.normalised_to_glibc(cases)
+        # time inverted: glibc's 2.0 s / mempool's 1.5 s; the error bar from the
+        # slowest repetition (1.62 s) to the fastest (1.45 s)
+        self.assertAlmostEqual(values[("python", "mempool")], 2.0 / 1.5)
+        self.assertEqual(errors[("python", "mempool")], (2.0 / 1.62, 2.0 / 1.45))
+        self.assertAlmostEqual(values[("redis", "mempool")], 1.4)
+        self.assertEqual(errors[("redis", "mempool")], (1.36, 1.5))
+        self.assertEqual(values[("python", "glibc")], 1.0)
+        self.assertNotIn(("no glibc", "mempool"), values)
 
 
 class BadInput(unittest.TestCase):

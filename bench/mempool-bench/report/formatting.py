@@ -27,9 +27,11 @@ def fmt_count(x):
 
 def unit_for(name, values=()):
     """(scale, unit label) to show metric `name` in: *_ns -> ns, ns_per_X ->
-    ns/X, *_per_s -> M.../s, *_kib -> MiB, *_s -> s, or ms when all values
-    are below a second."""
+    ns/X, *_per_s -> M.../s, *_rps and rps_* -> requests/s, *_kib -> MiB,
+    *_s -> s, or ms when all values are below a second."""
     m = name.lower()
+    if m == "rps" or m.endswith("_rps") or m.startswith("rps_"):
+        return 1.0, "requests/s"
     if m.endswith("_per_s"):
         what = m[:-len("_per_s")]
         return 1e-6, "Mops/s" if what == "ops" else f"M {what}/s"
@@ -50,7 +52,8 @@ def unit_for(name, values=()):
 
 
 def escape(text):
-    return str(text).replace("|", "\\|")
+    # a command line (the run workload's case) may hold a newline
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def md_table(header, rows, text_columns=1):

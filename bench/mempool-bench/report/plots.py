@@ -4,8 +4,9 @@ import json
 import os
 import re
 
-from results import (ALLOCATOR_ORDER, BASELINE, PERCENTILES, group_by, latency_medians, median_of,
-                     metric, ordered_allocators, ordered_workloads)
+from results import (ALLOCATOR_ORDER, BASELINE, PERCENTILES, PROGRAM_WORKLOADS, RSS, group_by,
+                     latency_medians, median_of, metric, metric_stats, ordered_allocators,
+                     ordered_workloads, ratio_spread, rows_by_case)
 
 MAX_PANELS = 4  # cases per latency / threads figure; more would be unreadable
 DPI = 100
@@ -155,9 +156,10 @@ def plot_latency(plt, workload, wruns, out):
     return save(plt, fig, os.path.join(out, f"{workload}_latency.png"))
 
 
-def grouped_bars(ax, plt, groups, values, horizontal=False, base=0.0):
+def grouped_bars(ax, plt, groups, values, horizontal=False, base=0.0, errors=None):
     """Bars of values[(group, allocator)] clustered per group; returns the
-    group positions. base: where bars start (1.0 for ratios)."""
+    group positions. base: where bars start (1.0 for ratios). errors: error
+    bars, {(group, allocator): (low, high)}, vertical bars only."""
     allocators = ordered_allocators(a for _, a in values)
     width = 0.8 / len(allocators)
     positions = list(range(len(groups)))
@@ -167,8 +169,16 @@ def grouped_bars(ax, plt, groups, values, horizontal=False, base=0.0):
         colour = style(plt, allocator)["color"]
         if horizontal:
             ax.barh(offs, sizes, height=width, left=base, label=allocator, color=colour)
-        else:
+        elif errors is None:
             ax.bar(offs, sizes, width=width, bottom=base, label=allocator, color=colour)
+        else:
+            # from the bar's top (its value) down to low and up to high
+            spans = [errors.get((g, allocator)) for g in groups]
+            ends = [values.get((g, allocator)) for g in groups]
+            yerr = [[max(0.0, v - e[0]) if e and v is not None else 0.0 for e, v in zip(spans, ends)],
+                    [max(0.0, e[1] - v) if e and v is not None else 0.0 for e, v in zip(spans, ends)]]
+            ax.bar(offs, sizes, width=width, bottom=base, label=allocator, color=colour,
+                   yerr=yerr, error_kw={"ecolor": "black", "elinewidth": 1, "capsize": 2})
     return positions
 
 
@@ -235,6 +245,86 @@ def plot_summary(plt, tables, out):
     return save(plt, fig, os.path.join(out, "summary.png"))
 
 
+def normalised_to_glibc(cases):
+    """cases: [(case, better, {allocator: Stats})]. Returns (values, errors):
+    {(case, allocator): median ratio to glibc} and {(case, allocator): (ratio
+    of the worst repetition, of the best)}, > 1 meaning better than glibc
+    (a time inverted), for the cases where glibc ran."""
+    values, errors = {}, {}
+    for case, better, stats in cases:
+        if BASELINE not in stats:
+            continue
+        for allocator, s in stats.items():
+            spread = ratio_spread(better, s, stats[BASELINE].median)
+            if spread is not None and min(spread) > 0:
+                values[(case, allocator)], errors[(case, allocator)] = spread[0], spread[1:]
+    return values, errors
+
+
+def short(text, width=28):
+    """A tick label: a long command line cut to width characters."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def ratio_ticks(limit):
+    """Ticks for a log axis of ratios from 1 / limit to limit: 1.1, 1.25, 1.5...
+    and their inverses for a narrow one, powers of two for a wide one."""
+    steps = [1.1, 1.25, 1.5, 2, 3, 4] if limit < 4.5 else [2.0 ** k for k in range(1, 20)]
+    return sorted([1.0] + [t for s in steps for t in (s, 1 / s) if 1 / limit <= t <= limit])
+
+
+def plot_normalised(plt, values, errors, title, ylabel, path):
+    """Vertical bars from 1.0 on a log scale, per case and allocator, with
+    min–max error bars; None when there is nothing to plot."""
+    from matplotlib import ticker
+    if not values:
+        return None
+    cases = list(dict.fromkeys(c for c, _ in values))
+    allocators = {a for _, a in values}
+    fig, ax = plt.subplots(figsize=(min(30, max(6.4, 1.5 + len(cases) * (0.3 * len(allocators) + 0.5))), 4.8))
+    positions = grouped_bars(ax, plt, cases, values, base=1.0, errors=errors)
+    ax.set_yscale("log")  # 2x better and 2x worse are the same distance from 1
+    ends = list(values.values()) + [v for span in errors.values() for v in span]
+    limit = max(max(ends), 1 / min(ends)) * 1.3
+    ax.set_ylim(1 / limit, limit)
+    ax.yaxis.set_major_locator(ticker.FixedLocator(ratio_ticks(limit)))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:.3g}"))
+    ax.yaxis.set_minor_locator(ticker.NullLocator())
+    ax.axhline(1.0, color="black", linewidth=1)
+    labels = [short(c) for c in cases]
+    tilt = len(cases) > 4 or max(len(label) for label in labels) > 12
+    ax.set_xticks(positions)
+    ax.set_xticklabels(labels, rotation=30 if tilt else 0, ha="right" if tilt else "center")
+    ax.set_xlabel("case")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return save(plt, fig, path)
+
+
+def plot_programs(plt, workload, metric_tables, wruns, out):
+    """For apps and run: every allocator's median against glibc per case, in
+    the case's own primary metric, then the same for peak RSS."""
+    cases = [(row.case, row.better, row.stats) for row in rows_by_case(metric_tables, wruns)]
+    values, errors = normalised_to_glibc(cases)
+    speed = plot_normalised(
+        plt, values, errors,
+        f"{workload}: each allocator against glibc, per case (higher is better)",
+        "ratio to glibc, median primary metric\n(> 1: better; time inverted; log scale)",
+        os.path.join(out, f"{workload}_vs_glibc.png"))
+    rss = [(case, "lower", metric_stats(cruns, RSS))
+           for case, cruns in group_by(wruns, lambda r: r["case"]).items()]
+    values, errors = normalised_to_glibc(rss)
+    memory = plot_normalised(
+        plt, values, errors,
+        f"{workload}: peak resident memory against glibc, per case (higher is better)",
+        "glibc's median peak RSS / the allocator's\n(> 1: smaller than glibc; log scale)",
+        os.path.join(out, f"{workload}_rss_vs_glibc.png"))
+    return [f for f in (speed, memory) if f]
+
+
 def make_plots(plt, runs, tables, out):
     """{workload or "summary": [png paths written]}."""
     os.makedirs(out, exist_ok=True)
@@ -247,5 +337,7 @@ def make_plots(plt, runs, tables, out):
         wruns = [r for r in measured if r["workload"] == workload]
         files = [plot(plt, workload, wruns, out) for plot in (plot_threads, plot_latency, plot_rss)]
         plots[workload] = [f for f in files if f]
+        if workload in PROGRAM_WORKLOADS and workload in tables:
+            plots[workload] += plot_programs(plt, workload, tables[workload], wruns, out)
     return plots
 

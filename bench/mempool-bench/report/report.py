@@ -7,16 +7,23 @@ Reads DIR/results.jsonl (one JSON object per benchmark run, schema 1), writes
 DIR/report.md and PNG plots into DIR/plots/, and prints the path of report.md
 followed by the main tables.
 
-Per workload the report has one table (rows: cases; columns: allocators in a
-fixed order) whose cells are the median of the run's primary metric over the
-repetitions, its min-max, and the ratio to glibc in the metric's own sense
-(> 1 means better than glibc); the best allocator of each row is in bold.
-Below it, when the runs have them: peak resident memory, latency percentiles,
-and the workload's own counters (queue: sent/dropped/received). Runs that
-carry "skipped" are listed in a Skipped section and are not plotted.
+Per workload the report has one table per primary metric (rows: cases;
+columns: allocators in a fixed order) whose cells are the median of the run's
+primary metric over the repetitions, its min-max, and the ratio to glibc in
+the metric's own sense (> 1 means better than glibc); the best allocator of
+each row is in bold. Its last column, "mempool vs best peer", is mempool's
+ratio to the best of glibc, mimalloc, jemalloc and tcmalloc in the same run,
+naming that peer. Below it, when the runs have them: for the workloads that
+run programs (apps, run; each case in its own primary metric) a table of
+mempool against the best peer per case (spreads overlapping or apart, peak
+RSS) and redis' requests/s per command; peak resident memory, latency
+percentiles, and the workload's own counters (queue: sent/dropped/received).
+Runs that carry "skipped" are listed in a Skipped section and are not plotted.
 
 Plots: throughput against threads, latency percentiles, peak resident memory,
-and a summary of every allocator's ratio to glibc.
+a summary of every allocator's ratio to glibc, and for apps and run every
+allocator against glibc per case (primary metric and peak RSS, with min-max
+error bars).
 
 Exit status: 0 on success; 2 (with a one-line message) for a missing or empty
 results file or a malformed line; 1 if matplotlib is missing (report.md is
@@ -31,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 from formatting import escape  # noqa: E402
 from plots import import_pyplot, make_plots  # noqa: E402
+from programs import program_sections  # noqa: E402
 from results import InputError, load_runs, primary_rows  # noqa: E402
 from tables import (extra_table, header_section, latency_tables, main_table,  # noqa: E402
                     rss_table, skipped_section, warnings_section)
@@ -53,6 +61,7 @@ def build_report(runs, directory, tables, plots):
         lines += [f"## {escape(workload)}", ""]
         for rows in metric_tables:
             lines += main_table(rows)
+        lines += program_sections(workload, metric_tables, wruns)
         lines += rss_table(wruns)
         lines += latency_tables(wruns)
         lines += extra_table(workload, wruns)

@@ -16,8 +16,16 @@ ALLOCATOR_ORDER = [
 ]
 WORKLOAD_ORDER = [
     "rounds", "queue", "compare", "throughput", "micro", "prodcons",
-    "fragmentation", "churn", "scaling",
+    "fragmentation", "churn", "scaling", "bigbuffers", "server", "handoff", "apps", "run",
 ]
+# The project's targets: mempool against the best of these peers (the malloc
+# replacements) measured in the same run.
+SUBJECT = "mempool"
+PEERS = ["glibc", "mimalloc", "jemalloc", "tcmalloc"]
+# Workloads that run whole programs, one case each: a table against the best
+# peer per case, whose primary metric may differ from case to case.
+PROGRAM_WORKLOADS = ["apps", "run"]
+RSS = "peak_rss_kib"
 # (key in a latency object, column title)
 PERCENTILES = [("p50", "p50"), ("p95", "p95"), ("p99", "p99"),
                ("p999", "p99.9"), ("max", "max")]
@@ -138,12 +146,47 @@ class Stats:
         self.median = statistics.median(values)
         self.low, self.high, self.count = min(values), max(values), len(values)
 
+    def overlaps(self, other):
+        """Whether the min-max spreads of the two have a value in common."""
+        return self.low <= other.high and other.low <= self.high
+
+
+def metric_stats(runs, name):
+    """{allocator: Stats of metric `name`} of one case's runs, for the
+    allocators that have it, in column order."""
+    out = {}
+    for allocator, aruns in group_by(runs, lambda r: r["allocator"]).items():
+        values = [v for v in (metric(r, name) for r in aruns) if v is not None]
+        if values:
+            out[allocator] = Stats(values)
+    return {a: out[a] for a in ordered_allocators(out)}
+
 
 def ratio_to_baseline(better, value, baseline):
     """> 1 when value is better than the baseline, in the metric's own sense."""
     if better == "lower":
         return baseline / value if value else None
     return value / baseline if baseline else None
+
+
+def ratio_spread(better, stats, baseline):
+    """(median, low, high) of stats as ratios to baseline (> 1: better), low
+    and high from the min and max repetitions; None where undefined."""
+    ends = [ratio_to_baseline(better, v, baseline) for v in (stats.low, stats.high)]
+    median = ratio_to_baseline(better, stats.median, baseline)
+    if median is None or None in ends:
+        return None
+    return median, min(ends), max(ends)
+
+
+def best_of(better, stats, candidates):
+    """The candidate with the best median in stats (the first of equals), or
+    None when none of them is there."""
+    present = [c for c in candidates if c in stats]
+    if not present:
+        return None
+    pick = min if better == "lower" else max
+    return pick(present, key=lambda c: stats[c].median)
 
 
 class Row:
@@ -166,6 +209,19 @@ class Row:
         return ratio_to_baseline(self.better, self.stats[allocator].median,
                                  self.stats[BASELINE].median)
 
+    def best_peer(self):
+        """The peer (PEERS) with the best median, or None when none ran."""
+        return best_of(self.better, self.stats, PEERS)
+
+    def vs_best_peer(self):
+        """(mempool's ratio to the best peer, > 1: mempool better; the peer),
+        or None when mempool or no peer ran."""
+        peer = self.best_peer()
+        if peer is None or SUBJECT not in self.stats:
+            return None
+        r = ratio_to_baseline(self.better, self.stats[SUBJECT].median, self.stats[peer].median)
+        return None if r is None else (r, peer)
+
 
 def primary_rows(runs):
     """The main-table rows of measured runs, grouped by workload, then by
@@ -180,6 +236,14 @@ def primary_rows(runs):
              for case, cruns in group_by(mruns, lambda r: r["case"]).items()]
             for (m, better), mruns in by_metric.items()]
     return tables
+
+
+def rows_by_case(metric_tables, wruns):
+    """The rows of one workload's tables (a case's runs share one primary
+    metric), by case in the order the runs came in."""
+    order = {case: i for i, case in enumerate(dict.fromkeys(r["case"] for r in wruns))}
+    rows = [row for rows in metric_tables for row in rows]
+    return sorted(rows, key=lambda row: order.get(row.case, len(order)))
 
 
 def latency_series(run):

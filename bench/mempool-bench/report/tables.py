@@ -5,8 +5,8 @@ import datetime
 import os
 
 from formatting import escape, fmt3, fmt_count, md_table, unit_for
-from results import (BASELINE, PERCENTILES, group_by, latency_medians, median_of, metric,
-                     ordered_allocators)
+from results import (BASELINE, PEERS, PERCENTILES, SUBJECT, group_by, latency_medians,
+                     median_of, metric, ordered_allocators)
 
 # Workload-specific numbers worth a table of their own.
 EXTRA_METRICS = {
@@ -20,6 +20,11 @@ EXPECTED_MALLOC_FROM = {
     "glibc": "libc.so", "mimalloc": "mimalloc", "jemalloc": "jemalloc",
     "tcmalloc": "tcmalloc", "mempool": "mempool",
 }
+
+VS_BEST_PEER = f"{SUBJECT} vs best peer"
+VS_BEST_PEER_NOTE = (f"{VS_BEST_PEER}: {SUBJECT}'s median against the best median of "
+                     f"{', '.join(PEERS[:-1])} and {PEERS[-1]} in this run, in the metric's "
+                     f"sense (> 1: {SUBJECT} better), naming that peer.")
 
 
 def header_section(runs, directory):
@@ -80,7 +85,7 @@ def main_table(rows):
             f"**{first.better} is better**. Cell: median over the repetitions (min–max)")
     if has_baseline:
         note += ", then the ratio to glibc (> 1: better than glibc)"
-    lines = [note + ". Best per row in bold.", ""]
+    lines = [note + ". Best per row in bold. " + VS_BEST_PEER_NOTE, ""]
 
     table = []
     for row in rows:
@@ -99,8 +104,16 @@ def main_table(rows):
             if has_baseline and allocator != BASELINE and r is not None:
                 cell += f" {fmt3(r)}×"
             cells.append(cell)
+        cells.append(vs_best_peer_cell(row))
         table.append(cells)
-    return lines + md_table(["case"] + allocators, table) + [""]
+    return lines + md_table(["case"] + allocators + [VS_BEST_PEER], table) + [""]
+
+
+def vs_best_peer_cell(row):
+    """"1.07× (tcmalloc)": mempool's ratio to the best peer of the row, or
+    "–" when mempool or no peer ran."""
+    found = row.vs_best_peer()
+    return "–" if found is None else f"{fmt3(found[0])}× ({found[1]})"
 
 
 def rss_table(wruns):
