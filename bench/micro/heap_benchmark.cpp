@@ -15,6 +15,9 @@
 //   heap_benchmark --workload W [--ops N] [--threads T] [--label NAME] [--api cpp|c]
 //   heap_benchmark --workload callgrind-pair --size N --ops K    (under callgrind)
 //   heap_benchmark --workload callgrind-loop --ops K             (the same loop, no allocator)
+//   heap_benchmark --workload callgrind-usable|callgrind-realloc --size N --ops K
+//                  (malloc_usable_size of a live block; realloc to N+16 and back),
+//                  and callgrind-usable-loop|callgrind-realloc-loop without an allocator
 //
 // Workloads (one "op" is one allocate + one free):
 //   pair16, pair64, pair4096  one thread: allocate N bytes, write its first and last
@@ -51,6 +54,7 @@
 // goes through an asm the compiler cannot see into, so no pair can be elided.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -90,21 +94,29 @@ using namespace mempool_bench;
 // The allocators, each a pair of static functions the loops are templated on.
 
 #if MEMPOOL_BENCH_HEAP
+// usable and resize: malloc_usable_size and realloc, which programs such as
+// redis call on every string they grow (the C++ API has neither).
 struct MempoolCpp {
   static constexpr const char* kApi = "mempool::allocate";
   static void* allocate(std::size_t n) { return mempool::allocate(n); }
   static void release(void* p) { mempool::deallocate(p); }
+  static std::size_t usable(void* p) { return mp_usable_size(p); }
+  static void* resize(void* p, std::size_t n) { return mp_realloc(p, n); }
 };
 struct MempoolC {
   static constexpr const char* kApi = "mp_malloc";
   static void* allocate(std::size_t n) { return mp_malloc(n); }
   static void release(void* p) { mp_free(p); }
+  static std::size_t usable(void* p) { return mp_usable_size(p); }
+  static void* resize(void* p, std::size_t n) { return mp_realloc(p, n); }
 };
 #else
 struct Malloc {
   static constexpr const char* kApi = "malloc";
   static void* allocate(std::size_t n) { return std::malloc(n); }
   static void release(void* p) { std::free(p); }
+  static std::size_t usable(void* p) { return malloc_usable_size(p); }
+  static void* resize(void* p, std::size_t n) { return std::realloc(p, n); }
 };
 #endif
 
@@ -243,41 +255,73 @@ Result run_prodcons(std::size_t ops) {
   return r;
 }
 
-// The instruction-count loop: the pointer is opaque to the compiler, nothing else
-// happens between the two calls.
-template <class A>
-__attribute__((noinline)) void callgrind_loop(std::size_t n, std::size_t pairs) {
-  for (std::size_t i = 0; i < pairs; ++i) {
-    void* p = A::allocate(n);
-    asm volatile("" : "+r"(p) : : "memory");
-    A::release(p);
-    asm volatile("" : : : "memory");
+// The instruction-count loops: the pointer is opaque to the compiler, nothing
+// else happens between the calls. Pair: allocate + free. Usable: the usable size
+// of one live block. Realloc: one block grown by 16 bytes and shrunk back (two
+// calls an op), as a program that appends to a string does.
+struct PairLoop {
+  template <class A>
+  __attribute__((noinline)) static void run(std::size_t n, std::size_t ops) {
+    for (std::size_t i = 0; i < ops; ++i) {
+      void* p = A::allocate(n);
+      asm volatile("" : "+r"(p) : : "memory");
+      A::release(p);
+      asm volatile("" : : : "memory");
+    }
   }
-}
+};
+struct UsableLoop {
+  template <class A>
+  __attribute__((noinline)) static void run(std::size_t n, std::size_t ops) {
+    void* p = A::allocate(n);
+    std::size_t sum = 0;
+    for (std::size_t i = 0; i < ops; ++i) {
+      asm volatile("" : "+r"(p) : : "memory");
+      sum += A::usable(p);
+    }
+    asm volatile("" : : "r"(sum) : "memory");
+    A::release(p);
+  }
+};
+struct ReallocLoop {
+  template <class A>
+  __attribute__((noinline)) static void run(std::size_t n, std::size_t ops) {
+    void* p = A::allocate(n);
+    for (std::size_t i = 0; i < ops; ++i) {
+      p = A::resize(p, n + 16);
+      asm volatile("" : "+r"(p) : : "memory");
+      p = A::resize(p, n);
+      asm volatile("" : "+r"(p) : : "memory");
+    }
+    A::release(p);
+  }
+};
 
-// The same loop with no allocator, to subtract.
+// The same loops with no allocator, to subtract.
 struct NoAllocator {
   static constexpr const char* kApi = "none";
   static void* allocate(std::size_t /*n*/) { return &buffer; }
   static void release(void* /*p*/) {}
+  static std::size_t usable(void* /*p*/) { return sizeof buffer; }
+  static void* resize(void* p, std::size_t /*n*/) { return p; }
   static inline std::max_align_t buffer;
 };
 
-template <class A>
-Result run_callgrind(std::size_t n, std::size_t pairs) {
+template <class A, class Loop = PairLoop>
+Result run_callgrind(std::size_t n, std::size_t ops) {
 #if MEMPOOL_BENCH_HAVE_CALLGRIND
-  callgrind_loop<A>(n, kWarmupPairs);
+  Loop::template run<A>(n, kWarmupPairs);
   Result r;
   r.rss_before_kib = current_rss_kib();
   const std::int64_t wall = now_ns(CLOCK_MONOTONIC);
   CALLGRIND_START_INSTRUMENTATION;
-  callgrind_loop<A>(n, pairs);
+  Loop::template run<A>(n, ops);
   CALLGRIND_STOP_INSTRUMENTATION;
   r.wall_ns = now_ns(CLOCK_MONOTONIC) - wall;
   return r;
 #else
   (void)n;
-  (void)pairs;
+  (void)ops;
   std::fputs("heap_benchmark: built without valgrind/callgrind.h\n", stderr);
   std::exit(2);
 #endif
@@ -339,6 +383,10 @@ Result run_workload(const Options& o) {
   if (w == "prodcons") return run_prodcons<A>(o.ops);
   if (w == "callgrind-pair") return run_callgrind<A>(o.size, o.ops);
   if (w == "callgrind-loop") return run_callgrind<NoAllocator>(o.size, o.ops);
+  if (w == "callgrind-usable") return run_callgrind<A, UsableLoop>(o.size, o.ops);
+  if (w == "callgrind-usable-loop") return run_callgrind<NoAllocator, UsableLoop>(o.size, o.ops);
+  if (w == "callgrind-realloc") return run_callgrind<A, ReallocLoop>(o.size, o.ops);
+  if (w == "callgrind-realloc-loop") return run_callgrind<NoAllocator, ReallocLoop>(o.size, o.ops);
   usage_error("unknown workload");
 }
 
@@ -356,7 +404,7 @@ void print_json(const Options& o, const char* api, const Result& r) {
                 json_safe(o.workload).c_str(), json_safe(o.label).c_str(), api,
                 json_safe(malloc_library()).c_str(), o.threads, o.ops);
   line += buf;
-  if (o.workload == "callgrind-pair" || o.workload == "callgrind-loop") {
+  if (o.workload.starts_with("callgrind-")) {
     std::snprintf(buf, sizeof buf, ", \"size\": %zu", o.size);
     line += buf;
   }
@@ -428,14 +476,14 @@ int main(int argc, char** argv) {
   if (o.label.empty()) o.label = o.api == "c" ? "mempool-c" : "mempool";
   const bool c_api = o.api == "c";
   const Result r = c_api ? run_workload<MempoolC>(o) : run_workload<MempoolCpp>(o);
-  const char* api = o.workload == "callgrind-loop" ? NoAllocator::kApi
-                    : c_api                        ? MempoolC::kApi
-                                                   : MempoolCpp::kApi;
+  const char* api = o.workload.ends_with("-loop") ? NoAllocator::kApi
+                    : c_api                       ? MempoolC::kApi
+                                                  : MempoolCpp::kApi;
 #else
   if (o.api != "cpp") usage_error("--api applies to heap_benchmark_mempool only");
   if (o.label.empty()) o.label = "malloc";
   const Result r = run_workload<Malloc>(o);
-  const char* api = o.workload == "callgrind-loop" ? NoAllocator::kApi : Malloc::kApi;
+  const char* api = o.workload.ends_with("-loop") ? NoAllocator::kApi : Malloc::kApi;
 #endif
   print_json(o, api, r);
   if (!r.checksum_ok) {

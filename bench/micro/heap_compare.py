@@ -389,6 +389,40 @@ def callgrind_table(allocators, out_dir, pairs, targets):
     return records
 
 
+def callgrind_calls_table(allocators, out_dir, ops):
+    """Instructions per malloc_usable_size and per realloc call (redis makes both
+    on every string it grows): the malloc replacements only, a 100-byte block
+    (realloc: to 116 bytes and back), minus the same loop without an allocator."""
+    records = []
+    print()
+    print(f"### Instructions per call (callgrind Ir / {ops:,} calls, 100-byte block, minus the "
+          "loop alone)")
+    print()
+    print("| allocator | malloc_usable_size | realloc (+16 B and back, per call) |")
+    print("|---|---:|---:|")
+    for alloc in allocators:
+        if alloc.name in ("mempool", "mempool-c"):
+            continue  # in process: the calls of the malloc replacement are what redis makes
+        row = [alloc.name]
+        for shape, calls in (("usable", 1), ("realloc", 2)):
+            ir = {}
+            for suffix in ("", "-loop"):
+                workload = f"callgrind-{shape}{suffix}"
+                out = os.path.join(out_dir, f"callgrind.{alloc.name}.{shape}{suffix}.out")
+                wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                           f"--callgrind-out-file={out}"]
+                result = run_one(alloc, ["--workload", workload, "--size", "100", "--ops",
+                                         str(ops)], wrapper=wrapper)
+                ir[suffix] = total_ir(out)
+                result["ir"] = ir[suffix]
+                records.append(result)
+            per_call = (ir[""] - ir["-loop"]) / (ops * calls)
+            records[-2]["ir_per_call_net"] = per_call
+            row.append(f"{per_call:.1f}")
+        print("| " + " | ".join(row) + " |")
+    return records
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--build", default="build/release/bench",
@@ -480,9 +514,9 @@ def main(argv):
             print("\nnote: valgrind not found (Debian: valgrind): no instruction table")
         else:
             try:
-                callgrind = callgrind_table(
-                    allocators, os.path.join(os.path.dirname(a.out) or ".", "heap_callgrind"),
-                    pairs, targets)
+                out_dir = os.path.join(os.path.dirname(a.out) or ".", "heap_callgrind")
+                callgrind = callgrind_table(allocators, out_dir, pairs, targets)
+                callgrind += callgrind_calls_table(allocators, out_dir, pairs // 10)
             except RuntimeError as e:
                 print(f"heap_compare.py: {e}", file=sys.stderr)
                 return 1

@@ -7,6 +7,8 @@
 //   python                  CPython on dicts, strings and JSON (apps/python_workload.py)
 //   sqlite                  sqlite3 inserting, indexing and querying a file database
 //   gxx                     g++ -O2 of a mid-size C++ file, then the program it made
+// Under glibc the C library itself is preloaded: Debian's redis-server links
+// libjemalloc.so.2, and would otherwise run on jemalloc in the glibc column.
 // Each checks its result (a wrong one is a failure, not a number) and records
 // a digest of its output, which the driver compares across allocators. The
 // command line is kept in params.command; peak RSS is the program's own (the
@@ -63,11 +65,13 @@ std::string app_file(const char* name) {
   return std::string(MEMPOOL_BENCH_APPS_DIR) + "/" + name;
 }
 
-// What the program runs under: the child's own preload (the allocator's library,
-// "" for glibc).
+// What the program runs under: the child's own preload (the allocator's library),
+// or for glibc the C library itself, preloaded so that a program linked against
+// another malloc (Debian's redis-server links libjemalloc.so.2) really runs on
+// glibc's: a preloaded library comes first in the symbol search.
 std::string preload() {
   const char* p = std::getenv("LD_PRELOAD");
-  return p != nullptr ? p : "";
+  return p != nullptr && *p != '\0' ? p : malloc_library();
 }
 
 void require_program(const std::string& program, const char* package) {
@@ -255,7 +259,7 @@ json redis_app(const RunSpec& spec, int pipeline) {
     }
     ::usleep(10000);
   }
-  if (!lib.empty() && !maps_library(b.pid, lib)) {
+  if (!maps_library(b.pid, lib)) {
     stop_process(b, 1);
     throw std::runtime_error("apps: redis-server did not load " + lib);
   }

@@ -15,9 +15,12 @@ nlohmann::json run_command(const RunSpec& spec) {
   if (a != nullptr && !a->preload)
     throw Skipped(spec.allocator + " is an in-process API; a command runs through malloc");
   if (spec.command.empty()) throw std::runtime_error("run: no command given");
+  // glibc: the C library preloaded, so that a program linked against another
+  // malloc runs on glibc's too (as the apps workload does).
   const char* preload = std::getenv("LD_PRELOAD");
   ProcessOptions options;
-  options.env = environment_with(preload != nullptr ? preload : "");
+  options.env =
+      environment_with(preload != nullptr && *preload != '\0' ? preload : malloc_library());
   options.timeout_s = spec.timeout_s;
   options.capture_stdout = true;
   const ProcessResult r = run_process(spec.command, options);
