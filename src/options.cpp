@@ -72,6 +72,30 @@ void read_bytes(const char* name, std::size_t minimum, std::size_t* value) noexc
   *value = parsed;
 }
 
+// Milliseconds: a decimal count, or "-1" / "never" for kNeverDecay.
+void read_ms(const char* name, std::uint64_t* value) noexcept {
+  // Read once, by the heap's set-up under its init mutex, before any thread of
+  // ours could change the environment.
+  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
+  if (text == nullptr) return;
+  if (std::strcmp(text, "-1") == 0 || std::strcmp(text, "never") == 0) {
+    *value = kNeverDecay;
+    return;
+  }
+  std::uint64_t parsed = 0;
+  const char* c = text;
+  for (; *c >= '0' && *c <= '9'; ++c) {
+    const auto digit = static_cast<std::uint64_t>(*c - '0');
+    if (parsed > (kNeverDecay - 1 - digit) / 10) break;  // too big: reported below
+    parsed = parsed * 10 + digit;
+  }
+  if (c == text || *c != '\0') {
+    write_stderr_line("ignoring ", name, "=", text);
+    return;
+  }
+  *value = parsed;
+}
+
 void read_flag(const char* name, bool* value) noexcept {
   // Read once, by the heap's set-up under its init mutex, before any thread of
   // ours could change the environment.
@@ -112,6 +136,8 @@ HeapOptions read_heap_options() noexcept {
   read_bytes("MEMPOOL_THREAD_CACHE_BYTES", 0, &o.thread_cache_bytes);
   read_bytes("MEMPOOL_TOTAL_THREAD_CACHE_BYTES", 0, &o.total_thread_cache_bytes);
   read_bytes("MEMPOOL_DIRECT_MAP_THRESHOLD", std::size_t{256} * 1024, &o.direct_map_threshold);
+  read_bytes("MEMPOOL_DIRECT_CACHE_BYTES", 0, &o.direct_cache_bytes);
+  read_ms("MEMPOOL_DECAY_MS", &o.decay_ms);
   if (o.verbose) {
     char a[24], b[24], c[24], d[24];
     write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),
@@ -121,6 +147,9 @@ HeapOptions read_heap_options() noexcept {
     write_stderr_line(
         "options: MEMPOOL_DIRECT_MAP_THRESHOLD=", to_decimal(o.direct_map_threshold, c),
         o.show_stats ? " MEMPOOL_SHOW_STATS=1" : " MEMPOOL_SHOW_STATS=0", " MEMPOOL_VERBOSE=1");
+    write_stderr_line(
+        "options: MEMPOOL_DIRECT_CACHE_BYTES=", to_decimal(o.direct_cache_bytes, a),
+        " MEMPOOL_DECAY_MS=", o.decay_ms == kNeverDecay ? "never" : to_decimal(o.decay_ms, b));
   }
   return o;
 }

@@ -38,9 +38,9 @@ void* mp_calloc(size_t count, size_t size) noexcept {
   if (__builtin_mul_overflow(count, size, &bytes)) return fail_enomem();
   void* p = heap_allocate(bytes);
   if (p == nullptr) return fail_enomem();
-  // Huge blocks come straight from mmap, already zero.
+  // Huge blocks fresh from mmap are already zero (not those from the cache).
   const Span* s = g_page_map.lookup(p);
-  if (s->state != SpanState::kDirect) std::memset(p, 0, bytes);
+  if (s->state != SpanState::kDirect || s->reused) std::memset(p, 0, bytes);
   return p;
 }
 

@@ -69,6 +69,8 @@ bool apply_options() noexcept {
   g_options_read = true;
   const HeapOptions options = read_heap_options();
   g_page_heap.set_release_threshold(options.release_threshold);
+  g_page_heap.set_direct_cache_bytes(options.direct_cache_bytes);
+  g_page_heap.set_decay_ms(options.decay_ms == kNeverDecay ? PageHeap::kNoDecay : options.decay_ms);
   set_thread_cache_budget(options.thread_cache_bytes, options.total_thread_cache_bytes);
   g_direct_map_threshold = options.direct_map_threshold;
   g_verbose = options.verbose;
@@ -143,7 +145,7 @@ void describe_pointer(const void* p) noexcept {
   if (s == nullptr) {
     std::snprintf(line, sizeof line, "heap: details: no heap span covers %p\n", p);
   } else {
-    static constexpr const char* kStates[] = {"free", "small", "large", "direct"};
+    static constexpr const char* kStates[] = {"free", "small", "large", "direct", "cached direct"};
     const auto offset = reinterpret_cast<std::uintptr_t>(p) - s->start;
     const std::size_t block = s->size_class != 0 ? kHeapClasses[s->size_class].size : s->bytes();
     std::snprintf(line, sizeof line,
@@ -212,6 +214,7 @@ Span* heap_block_span(const void* p) noexcept {
         heap_misuse(p, "pointer into the middle of a block");
       return s;
     case SpanState::kFree:
+    case SpanState::kCached:
       break;
   }
   heap_misuse(p, "block is not allocated (double free?)");
@@ -232,7 +235,7 @@ void heap_free_slow(void* p, Span* s) noexcept {
     if (mempool_free_foreign != nullptr && mempool_free_foreign(p)) return;
     heap_misuse(p, "free of a pointer not allocated by the mempool heap");
   }
-  if (s->state == SpanState::kFree)
+  if (s->state == SpanState::kFree || s->state == SpanState::kCached)
     heap_misuse(p, "free of a block that is not allocated (double free?)");
   if (s->state == SpanState::kSmall) {  // size_class not yet published: a racing bad free
     heap_misuse(p, "free of a block that is not allocated");
@@ -367,6 +370,7 @@ std::size_t usable_size(const void* p) noexcept {
 bool owns(const void* p) noexcept {
   const detail::Span* s = detail::g_page_map.lookup(p);
   return s != nullptr && s->state != detail::SpanState::kFree &&
+         s->state != detail::SpanState::kCached &&
          (s->state == detail::SpanState::kSmall
               ? s->size_class != 0 && reinterpret_cast<std::uintptr_t>(p) < s->carve
               : true);

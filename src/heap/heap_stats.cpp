@@ -57,7 +57,7 @@ HeapStats stats() noexcept {
       ph.bytes_in_spans > small_span_bytes ? ph.bytes_in_spans - small_span_bytes : 0;
   st.bytes_in_use += large_spans + ph.bytes_direct;
   st.large_blocks_in_use = heap_large_blocks();
-  st.bytes_free_in_page_heap = ph.bytes_free_resident;
+  st.bytes_free_in_page_heap = ph.bytes_free_resident + ph.bytes_direct_cached;
   st.bytes_returned_to_os = ph.bytes_free_released;
   st.bytes_mapped = ph.bytes_mapped;
   st.bytes_metadata = g_metadata.bytes_mapped() + g_page_map.bytes_mapped();
@@ -100,8 +100,12 @@ void print_heap_stats(FILE* out, int fd) noexcept {
   print_line(out, fd, "  thread caches     %10.2f MiB (%zu threads)\n",
              mib(st.bytes_in_thread_caches), st.thread_caches);
   print_line(out, fd, "  central cache     %10.2f MiB\n", mib(st.bytes_in_central_cache));
-  print_line(out, fd, "  page heap, free   %10.2f MiB resident, %.2f MiB returned to the OS\n",
-             mib(st.bytes_free_in_page_heap), mib(st.bytes_returned_to_os));
+  const PageHeapStats ph = g_page_heap.stats();
+  print_line(out, fd,
+             "  page heap, free   %10.2f MiB resident (%.2f MiB in %zu cached mappings), "
+             "%.2f MiB returned to the OS\n",
+             mib(st.bytes_free_in_page_heap), mib(ph.bytes_direct_cached), ph.direct_cached,
+             mib(st.bytes_returned_to_os));
   print_line(out, fd, "  mapped            %10.2f MiB (+ %.2f MiB metadata)\n",
              mib(st.bytes_mapped), mib(st.bytes_metadata));
   print_line(out, fd, "  %10s %12s %12s %12s\n", "class size", "in use", "cached", "reserved KiB");

@@ -1,5 +1,7 @@
 #include "page_heap.hpp"
 
+#include <time.h>
+
 #include <initializer_list>
 #include "mempool/detail/os.hpp"
 #include "metadata.hpp"
@@ -23,6 +25,42 @@ void map_free_span(Span* s) noexcept {
 }
 
 }  // namespace
+
+// Mappings to give back once the lock is dropped (munmap of a resident mapping
+// takes as long as its pages: no other thread should wait for that).
+struct PageHeap::Unmaps {
+  struct Range {
+    void* p;
+    std::size_t bytes;
+  };
+  Range ranges[kMaxCachedDirect + 2];
+  std::size_t count = 0;
+
+  void add(void* p, std::size_t bytes) noexcept {
+    if (count < sizeof ranges / sizeof ranges[0]) {
+      ranges[count++] = {p, bytes};
+    } else {
+      os_unmap(p, bytes);  // not expected: the cache holds at most kMaxCachedDirect
+    }
+  }
+  void run() noexcept {
+    for (std::size_t i = 0; i < count; ++i)
+      os_unmap(ranges[i].p, ranges[i].bytes);
+    count = 0;
+  }
+  // Declared before the lock guard, so this runs after the lock is dropped.
+  ~Unmaps() { run(); }
+  Unmaps() = default;
+  Unmaps(const Unmaps&) = delete;
+  Unmaps& operator=(const Unmaps&) = delete;
+};
+
+std::uint64_t PageHeap::now_ms() noexcept {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1000 +
+         static_cast<std::uint64_t>(t.tv_nsec) / 1000000;
+}
 
 SpanList& PageHeap::list_for(const Span* s) noexcept {
   if (s->pages <= kMaxListPages) return s->released ? released_[s->pages] : resident_[s->pages];
@@ -81,6 +119,39 @@ bool PageHeap::grow(std::size_t pages) noexcept {
   return true;
 }
 
+// Nothing free is big enough: rather than fault `pages` fresh pages, the largest
+// free resident span of at least half that many moves (mremap moves its page
+// tables, the bytes stay where they are) to the head of a fresh mapping of
+// `pages`, so only the difference faults. Its old addresses go back to the OS.
+// False when there is no such span or the OS says no (then grow() maps afresh).
+bool PageHeap::move_grow(std::size_t pages) noexcept {
+  if (pages < kRegionPages) return false;
+  Span* best = nullptr;
+  for (Span* s = resident_large_.first(); s != nullptr; s = s->next)
+    if (s->pages * 2 >= pages && s->pages < pages && (best == nullptr || s->pages > best->pages))
+      best = s;
+  if (best == nullptr) return false;
+  const std::size_t bytes = pages << kHeapPageShift;
+  void* target = os_map_aligned(bytes, kHeapPageSize);
+  if (target == nullptr) return false;
+  const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(target) >> kHeapPageShift;
+  // The span may straddle two of our mappings: mremap then refuses, and grow() maps.
+  if (!g_page_map.ensure(first, pages) ||
+      os_remap(address_as(best->start), best->bytes(), bytes, target) == nullptr) {
+    os_unmap(target, bytes);
+    return false;
+  }
+  unlist(best);
+  g_page_map.set(best->first_page(), nullptr);
+  g_page_map.set(best->last_page(), nullptr);
+  mapped_bytes_ += bytes - best->bytes();
+  best->start = reinterpret_cast<std::uintptr_t>(target);
+  best->pages = pages;
+  best->released = false;
+  insert_free(best);
+  return true;
+}
+
 // s is unlisted and free: keeps its first `pages` pages; the rest becomes a span
 // of its own, returned unlisted (nullptr, and s unchanged, without metadata).
 Span* PageHeap::split(Span* s, std::size_t pages) noexcept {
@@ -89,6 +160,7 @@ Span* PageHeap::split(Span* s, std::size_t pages) noexcept {
   rest->start = s->start + (pages << kHeapPageShift);
   rest->pages = s->pages - pages;
   rest->released = s->released;
+  rest->free_since = s->free_since;
   s->pages = pages;
   return rest;
 }
@@ -120,10 +192,13 @@ void PageHeap::insert_free(Span* s) noexcept {
 Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState state) noexcept {
   const std::size_t want = pages + align_pages - 1;
   if (pages == 0 || want < pages) return nullptr;
+  Unmaps unmaps;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (decay_ms_ != kNoDecay) decay_locked(now_ms(), unmaps);
   Span* s = find_free(want);
   if (s == nullptr) {
-    if (!grow(want)) return nullptr;
+    // Out of memory: the cached mappings go first (an address-space limit counts them).
+    if (!move_grow(want) && !grow(want) && !(drop_direct_cache() && grow(want))) return nullptr;
     s = find_free(want);
     if (s == nullptr) return nullptr;
   }
@@ -155,6 +230,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
 }
 
 void PageHeap::free(Span* s) noexcept {
+  Unmaps unmaps;
   std::lock_guard<std::mutex> lock(mutex_);
   span_bytes_in_use_ -= s->bytes();
   s->size_class = 0;  // before its entries are rewritten untagged
@@ -165,9 +241,12 @@ void PageHeap::free(Span* s) noexcept {
   s->carve = s->carve_end = 0;
   s->allocated = s->capacity = 0;
   s->live_bits = nullptr;
+  const std::uint64_t now = decay_ms_ != kNoDecay ? now_ms() : 0;
+  s->free_since = now;
   insert_free(s);
   if ((free_resident_pages_ << kHeapPageShift) > release_threshold_)
     release_down_to(release_threshold_ / 2);
+  if (decay_ms_ != kNoDecay) decay_locked(now, unmaps);
 }
 
 bool PageHeap::resize(Span* s, std::size_t pages) noexcept {
@@ -179,6 +258,7 @@ bool PageHeap::resize(Span* s, std::size_t pages) noexcept {
     g_page_map.set_range(tail->first_page(), tail->pages, nullptr);
     span_bytes_in_use_ -= tail->bytes();
     tail->released = false;
+    tail->free_since = decay_ms_ != kNoDecay ? now_ms() : 0;
     insert_free(tail);
     return true;
   }
@@ -220,8 +300,11 @@ void PageHeap::release_down_to(std::size_t resident_bytes) noexcept {
 }
 
 void PageHeap::release_all() noexcept {
+  Unmaps unmaps;
   std::lock_guard<std::mutex> lock(mutex_);
   release_down_to(0);
+  while (Span* s = oldest_cached())
+    evict(s, unmaps);
 }
 
 void PageHeap::set_release_threshold(std::size_t bytes) noexcept {
@@ -229,15 +312,189 @@ void PageHeap::set_release_threshold(std::size_t bytes) noexcept {
   release_threshold_ = bytes;
 }
 
+void PageHeap::set_direct_cache_bytes(std::size_t bytes) noexcept {
+  Unmaps unmaps;
+  std::lock_guard<std::mutex> lock(mutex_);
+  direct_cache_limit_ = bytes;
+  while (direct_cached_bytes_ > direct_cache_limit_)
+    evict(oldest_cached(), unmaps);
+}
+
+void PageHeap::set_decay_ms(std::uint64_t ms) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  decay_ms_ = ms;
+  next_decay_ = 0;
+}
+
+void PageHeap::decay(std::uint64_t now) noexcept {
+  Unmaps unmaps;
+  std::lock_guard<std::mutex> lock(mutex_);
+  next_decay_ = 0;
+  decay_locked(now, unmaps);
+}
+
+// Every free resident span and cached mapping that has been unused for the decay
+// time goes back to the OS. A pass walks the free lists, so it runs at most
+// every quarter of the decay time: a page goes back between 1 and 1.25 decay
+// times after its last use, while the heap is in use (there is no thread of
+// our own: an idle program keeps its pages until it next frees or allocates).
+void PageHeap::decay_locked(std::uint64_t now, Unmaps& out) noexcept {
+  if (decay_ms_ == kNoDecay || now < next_decay_) return;
+  next_decay_ = now + (decay_ms_ >= 4 ? decay_ms_ / 4 : 1);
+  if (free_resident_pages_ == 0 && direct_cached_ == 0) return;
+  const auto expired = [&](const Span* s) { return s->free_since + decay_ms_ <= now; };
+  auto release_expired = [&](SpanList& l) {
+    for (Span* s = l.first(); s != nullptr;) {
+      Span* next = s->next;  // release() moves s to a released list
+      if (expired(s)) release(s);
+      s = next;
+    }
+  };
+  for (std::size_t n = 1; n <= kMaxListPages && free_resident_pages_ != 0; ++n)
+    release_expired(resident_[n]);
+  release_expired(resident_large_);
+  // Oldest last: evict from the back while expired.
+  while (Span* s = oldest_cached()) {
+    if (!expired(s)) break;
+    evict(s, out);
+  }
+}
+
+// The cache is short (kMaxCachedDirect) and newest first: its last entry.
+Span* PageHeap::oldest_cached() const noexcept {
+  Span* s = direct_cache_.first();
+  while (s != nullptr && s->next != nullptr)
+    s = s->next;
+  return s;
+}
+
+void PageHeap::uncache(Span* s) noexcept {
+  direct_cache_.remove(s);
+  direct_cached_bytes_ -= s->bytes();
+  --direct_cached_;
+}
+
+// A cached mapping goes back to the OS (after the lock is dropped).
+void PageHeap::evict(Span* s, Unmaps& out) noexcept {
+  uncache(s);
+  g_page_map.set_range(s->first_page(), s->pages, nullptr);
+  mapped_bytes_ -= s->bytes();
+  out.add(address_as(s->start), s->bytes());
+  g_metadata.destroy(s);
+}
+
+// Out of memory: every cached mapping goes back now (the lock held; rare).
+bool PageHeap::drop_direct_cache() noexcept {
+  if (direct_cached_ == 0) return false;
+  Unmaps unmaps;
+  while (Span* s = oldest_cached())
+    evict(s, unmaps);
+  return true;
+}
+
+// Keeps the first `pages` pages of a cached mapping (taken from the cache); the
+// tail goes back to the OS.
+void PageHeap::trim_direct(Span* s, std::size_t pages, Unmaps& out) noexcept {
+  const std::size_t tail_pages = s->pages - pages;
+  if (tail_pages == 0) return;
+  g_page_map.set_range(s->first_page() + pages, tail_pages, nullptr);
+  s->pages = pages;
+  mapped_bytes_ -= tail_pages << kHeapPageShift;
+  out.add(address_as(s->start + (pages << kHeapPageShift)), tail_pages << kHeapPageShift);
+}
+
+// Grows a mapping taken from the cache to `pages` pages, the lock not held: in
+// place when the addresses after it are free, else moved (mremap moves the page
+// tables, not the bytes) onto a fresh aligned mapping. Only the new tail faults.
+// False when the OS refuses: s is then unchanged, or, when no page-map leaf
+// could be had for the moved mapping, given back to the OS and set to nullptr.
+bool PageHeap::grow_direct(Span*& s, std::size_t pages, std::size_t alignment) noexcept {
+  void* old = address_as(s->start);
+  const std::size_t old_bytes = s->bytes();
+  const std::size_t bytes = pages << kHeapPageShift;
+  void* q = os_remap(old, old_bytes, bytes, nullptr);
+  void* target = nullptr;
+  if (q == nullptr) {
+    target = os_map_aligned(bytes, alignment);
+    if (target == nullptr) return false;
+    q = os_remap(old, old_bytes, bytes, target);
+    if (q == nullptr) {
+      os_unmap(target, bytes);
+      return false;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(q) >> kHeapPageShift;
+  if (!g_page_map.ensure(first, pages)) {  // no page-map leaf: give it all back
+    if (q != old) g_page_map.set_range(s->first_page(), s->pages, nullptr);
+    mapped_bytes_ -= old_bytes;
+    g_metadata.destroy(s);
+    s = nullptr;
+    os_unmap(q, bytes);
+    return false;
+  }
+  if (q != old) g_page_map.set_range(s->first_page(), s->pages, nullptr);
+  s->start = reinterpret_cast<std::uintptr_t>(q);
+  s->pages = pages;
+  g_page_map.set_range(first, pages, s);
+  mapped_bytes_ += bytes - old_bytes;
+  return true;
+}
+
 Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
   const std::size_t pages = (bytes + kHeapPageSize - 1) >> kHeapPageShift;
   if (pages == 0 || (pages << kHeapPageShift) < bytes) return nullptr;
-  void* memory = os_map_aligned(pages << kHeapPageShift,
-                                alignment > kHeapPageSize ? alignment : kHeapPageSize);
-  if (memory == nullptr) return nullptr;
+  const std::size_t align = alignment > kHeapPageSize ? alignment : kHeapPageSize;
+  Span* s = nullptr;
+  {
+    Unmaps unmaps;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (decay_ms_ != kNoDecay) decay_locked(now_ms(), unmaps);
+    // The cached mapping that costs least: a page too many is a page unmapped
+    // (cheap), a page too few a page that faults when the mapping grows (about
+    // 8 times dearer, the zeroing and the fault against a munmap).
+    std::size_t best_cost = SIZE_MAX;
+    for (Span* c = direct_cache_.first(); c != nullptr; c = c->next) {
+      if ((c->start & (align - 1)) != 0) continue;
+      const std::size_t cost = c->pages >= pages ? c->pages - pages : (pages - c->pages) * 8;
+      if (cost < best_cost) {
+        best_cost = cost;
+        s = c;
+      }
+    }
+    if (s != nullptr) {
+      uncache(s);
+      s->state = SpanState::kDirect;  // ours now: a racing free of it is misuse, not a hit
+      if (s->pages >= pages) {
+        trim_direct(s, pages, unmaps);
+        s->reused = true;
+        direct_bytes_ += s->bytes();
+        return s;
+      }
+    }
+  }
+  if (s != nullptr) {
+    if (grow_direct(s, pages, align)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      s->reused = true;
+      direct_bytes_ += s->bytes();
+      return s;
+    }
+    // The OS refused: the old mapping goes back to the cache, a fresh one is tried.
+    if (s != nullptr) unmap_direct_cached(s);
+  }
+  void* memory = os_map_aligned(pages << kHeapPageShift, align);
+  if (memory == nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!drop_direct_cache()) return nullptr;
+    }
+    memory = os_map_aligned(pages << kHeapPageShift, align);
+    if (memory == nullptr) return nullptr;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(memory) >> kHeapPageShift;
-  Span* s = g_page_map.ensure(first, pages) ? g_metadata.create<Span>() : nullptr;
+  s = g_page_map.ensure(first, pages) ? g_metadata.create<Span>() : nullptr;
   if (s == nullptr) {
     os_unmap(memory, pages << kHeapPageShift);
     return nullptr;
@@ -245,23 +502,46 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
   s->start = reinterpret_cast<std::uintptr_t>(memory);
   s->pages = pages;
   s->state = SpanState::kDirect;
+  s->reused = false;
   g_page_map.set_range(first, pages, s);
   mapped_bytes_ += s->bytes();
   direct_bytes_ += s->bytes();
   return s;
 }
 
-void PageHeap::unmap_direct(Span* s) noexcept {
+// A direct span not counted in use goes (back) into the cache, or to the OS.
+void PageHeap::unmap_direct_cached(Span* s) noexcept {
   void* memory = address_as(s->start);
   const std::size_t bytes = s->bytes();
   {
+    Unmaps unmaps;
     std::lock_guard<std::mutex> lock(mutex_);
+    const std::uint64_t now = decay_ms_ != kNoDecay ? now_ms() : 0;
+    if (bytes <= direct_cache_limit_ && release_threshold_ != 0) {
+      s->state = SpanState::kCached;
+      s->reused = false;
+      s->free_since = now;
+      direct_cache_.push_front(s);
+      direct_cached_bytes_ += bytes;
+      ++direct_cached_;
+      while (direct_cached_bytes_ > direct_cache_limit_ || direct_cached_ > kMaxCachedDirect)
+        evict(oldest_cached(), unmaps);
+      decay_locked(now, unmaps);
+      return;
+    }
     g_page_map.set_range(s->first_page(), s->pages, nullptr);
     mapped_bytes_ -= bytes;
-    direct_bytes_ -= bytes;
     g_metadata.destroy(s);
   }
   os_unmap(memory, bytes);
+}
+
+void PageHeap::unmap_direct(Span* s) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    direct_bytes_ -= s->bytes();
+  }
+  unmap_direct_cached(s);
 }
 
 PageHeapStats PageHeap::stats() const noexcept {
@@ -272,6 +552,8 @@ PageHeapStats PageHeap::stats() const noexcept {
   st.bytes_free_released = free_released_pages_ << kHeapPageShift;
   st.bytes_in_spans = span_bytes_in_use_;
   st.bytes_direct = direct_bytes_;
+  st.bytes_direct_cached = direct_cached_bytes_;
+  st.direct_cached = direct_cached_;
   return st;
 }
 

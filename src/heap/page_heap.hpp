@@ -1,11 +1,15 @@
 // The page heap: spans of pages over memory mapped from the OS. Free spans are
 // kept by size (exact lists up to 128 pages, one best-fit list above), coalesce
-// with free neighbours, and go back to the OS with madvise once the free resident
-// memory passes the release threshold (or on collect()). One mutex; it is taken
-// only when a span is created or freed, never on the thread-cache path.
+// with free neighbours, and go back to the OS with madvise once they have been
+// free for the decay time, or at once past the release threshold (and on
+// collect()). Huge blocks get mappings of their own; freed ones are kept in a
+// small cache, within a byte budget and the same decay, for the next huge block
+// (trimmed or grown with mremap to its size). One mutex; it is taken only when a
+// span is created or freed, never on the thread-cache path.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 
 #include "span.hpp"
@@ -17,7 +21,9 @@ struct PageHeapStats {
   std::size_t bytes_free_resident = 0;  // free spans not given back (an upper bound)
   std::size_t bytes_free_released = 0;  // free spans given back or never touched
   std::size_t bytes_in_spans = 0;       // spans handed out (small and large), direct ones aside
-  std::size_t bytes_direct = 0;         // direct mappings
+  std::size_t bytes_direct = 0;         // direct mappings in use
+  std::size_t bytes_direct_cached = 0;  // freed direct mappings kept for reuse (resident)
+  std::size_t direct_cached = 0;        // how many
 };
 
 class PageHeap {
@@ -33,14 +39,30 @@ class PageHeap {
   // span after it); false when it cannot.
   bool resize(Span* s, std::size_t pages) noexcept;
   // A mapping of its own for a huge block, page-aligned and aligned to `alignment`;
-  // state kDirect. Freed with unmap_direct, which gives it straight back to the OS.
+  // state kDirect. A cached mapping serves it when there is one (trimmed to size,
+  // or grown with mremap: only the new tail is fresh memory; `reused` is then set).
   Span* map_direct(std::size_t bytes, std::size_t alignment) noexcept;
+  // Keeps the mapping in the cache (state kCached) within its budget, or gives it
+  // back to the OS.
   void unmap_direct(Span* s) noexcept;
 
-  // Gives every free resident page back to the OS.
+  // Gives every free resident page and every cached mapping back to the OS.
   void release_all() noexcept;
   void set_release_threshold(std::size_t bytes) noexcept;
+  // Cached direct mappings: at most `bytes` of them (0: none, unmapped at free).
+  void set_direct_cache_bytes(std::size_t bytes) noexcept;
+  // Free resident pages and cached mappings unused for `ms` go back to the OS
+  // (kNoDecay: never, only past the threshold and on collect()).
+  void set_decay_ms(std::uint64_t ms) noexcept;
+  // Gives back what has been free since before now_ms - decay time (the heap
+  // does this itself as it runs; tests call it with a time of their choosing).
+  void decay(std::uint64_t now_ms) noexcept;
+  // The clock of the decay: milliseconds, monotonic, coarse (a vDSO read).
+  [[nodiscard]] static std::uint64_t now_ms() noexcept;
   [[nodiscard]] PageHeapStats stats() const noexcept;
+
+  static constexpr std::uint64_t kNoDecay = ~std::uint64_t{0};
+  static constexpr std::size_t kMaxCachedDirect = 16;
 
   void lock() noexcept { mutex_.lock(); }
   void unlock() noexcept { mutex_.unlock(); }
@@ -51,6 +73,7 @@ class PageHeap {
 
   Span* find_free(std::size_t pages) noexcept;
   bool grow(std::size_t pages) noexcept;
+  bool move_grow(std::size_t pages) noexcept;
   Span* split(Span* s, std::size_t pages) noexcept;
   void insert_free(Span* s) noexcept;  // coalesces, then lists
   void list(Span* s) noexcept;
@@ -58,6 +81,17 @@ class PageHeap {
   SpanList& list_for(const Span* s) noexcept;
   void release(Span* s) noexcept;
   void release_down_to(std::size_t resident_bytes) noexcept;
+  // Decay, the lock held: at most every quarter of the decay time. Cached
+  // mappings to unmap are handed to `out` (unmapped after the lock is dropped).
+  struct Unmaps;
+  void decay_locked(std::uint64_t now, Unmaps& out) noexcept;
+  void uncache(Span* s) noexcept;
+  Span* oldest_cached() const noexcept;
+  void evict(Span* s, Unmaps& out) noexcept;
+  void trim_direct(Span* s, std::size_t pages, Unmaps& out) noexcept;
+  bool grow_direct(Span*& s, std::size_t pages, std::size_t alignment) noexcept;
+  void unmap_direct_cached(Span* s) noexcept;
+  bool drop_direct_cache() noexcept;
 
   mutable std::mutex mutex_;
   SpanList resident_[kMaxListPages + 1];
@@ -69,7 +103,13 @@ class PageHeap {
   std::size_t mapped_bytes_ = 0;
   std::size_t span_bytes_in_use_ = 0;
   std::size_t direct_bytes_ = 0;
-  std::size_t release_threshold_ = std::size_t{64} << 20;
+  std::size_t release_threshold_ = std::size_t{128} << 20;
+  SpanList direct_cache_;  // most recently freed first
+  std::size_t direct_cached_bytes_ = 0;
+  std::size_t direct_cached_ = 0;
+  std::size_t direct_cache_limit_ = std::size_t{256} << 20;
+  std::uint64_t decay_ms_ = 1000;
+  std::uint64_t next_decay_ = 0;  // now_ms() before which decay_locked does nothing
 };
 
 extern constinit PageHeap g_page_heap;

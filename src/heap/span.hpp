@@ -21,6 +21,7 @@ enum class SpanState : std::uint8_t {
   kSmall,   // carved into blocks of class `size_class`, owned by the central cache
   kLarge,   // one block bigger than the largest class, from the page heap
   kDirect,  // one huge block in a mapping of its own
+  kCached,  // a freed direct mapping the page heap keeps for the next huge block
 };
 
 // Aligned to 128 bytes so that a page-map entry can carry the size class in its
@@ -47,6 +48,9 @@ struct alignas(128) Span {
   std::uint8_t size_class = 0;  // 0 unless kSmall; the page map carries it too
   SpanState state = SpanState::kFree;
   bool released = false;  // kFree: the pages were given back to the OS (or never touched)
+  bool reused = false;    // kDirect: the mapping came from the cache (not zero-filled)
+  // kFree and kCached: when the pages were last in use (page heap clock, ms), for decay.
+  std::uint64_t free_since = 0;
   // Checked builds: one bit per block, set while the program holds the block.
   std::atomic<std::uint64_t>* live_bits = nullptr;
 

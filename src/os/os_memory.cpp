@@ -62,6 +62,32 @@ void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexcept {
   return raw + head;
 }
 
+void* os_remap(void* p, std::size_t old_bytes, std::size_t new_bytes, void* target) noexcept {
+  if (p == nullptr || new_bytes <= old_bytes) return nullptr;
+  void* q;
+  if (target == nullptr) {
+    // In place: more memory from the OS, so the fault injection counts it as a map.
+    long left = g_maps_left_before_failure.load(std::memory_order_relaxed);
+    while (left >= 0) {
+      if (left == 0) return nullptr;
+      if (g_maps_left_before_failure.compare_exchange_weak(left, left - 1)) break;
+    }
+    q = ::mremap(p, old_bytes, new_bytes, 0);
+    if (q == MAP_FAILED) {  // the addresses after it are taken: not a map, give it back
+      if (left > 0) g_maps_left_before_failure.fetch_add(1);
+      return nullptr;
+    }
+    g_map_count.fetch_add(1, std::memory_order_relaxed);
+    g_bytes_mapped.fetch_add(new_bytes - old_bytes, std::memory_order_relaxed);
+    return q;
+  }
+  // Onto target (new_bytes from os_map, already counted): p's old range goes away.
+  q = ::mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+  if (q == MAP_FAILED) return nullptr;
+  g_bytes_mapped.fetch_sub(old_bytes, std::memory_order_relaxed);
+  return q;
+}
+
 void os_release(void* p, std::size_t bytes) noexcept {
   if (p == nullptr || bytes == 0) return;
   // Failure (EINVAL on a range that is not ours) would be a bug in the caller; the

@@ -15,9 +15,10 @@ class HeapOptions : public ::testing::Test {
  protected:
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
   void TearDown() override {
-    for (const char* name : {"MEMPOOL_RELEASE_THRESHOLD", "MEMPOOL_VERBOSE", "MEMPOOL_SHOW_STATS",
-                             "MEMPOOL_THREAD_CACHE_BYTES", "MEMPOOL_TOTAL_THREAD_CACHE_BYTES",
-                             "MEMPOOL_DIRECT_MAP_THRESHOLD"})
+    for (const char* name :
+         {"MEMPOOL_RELEASE_THRESHOLD", "MEMPOOL_VERBOSE", "MEMPOOL_SHOW_STATS",
+          "MEMPOOL_THREAD_CACHE_BYTES", "MEMPOOL_TOTAL_THREAD_CACHE_BYTES",
+          "MEMPOOL_DIRECT_MAP_THRESHOLD", "MEMPOOL_DIRECT_CACHE_BYTES", "MEMPOOL_DECAY_MS"})
       unsetenv(name);
   }
 };
@@ -37,6 +38,39 @@ TEST_F(HeapOptions, BadValuesAreReportedAndIgnored) {
       "ignoring MEMPOOL_VERBOSE=maybe(.|\n)*ignoring MEMPOOL_RELEASE_THRESHOLD=12x(.|\n)*"
       "ignoring MEMPOOL_TOTAL_THREAD_CACHE_BYTES=lots(.|\n)*"
       "ignoring MEMPOOL_DIRECT_MAP_THRESHOLD=1K");
+}
+
+TEST_F(HeapOptions, BadCacheAndDecayValuesAreReportedAndIgnored) {
+  setenv("MEMPOOL_DIRECT_CACHE_BYTES", "lots", 1);
+  setenv("MEMPOOL_DECAY_MS", "soon", 1);
+  setenv("MEMPOOL_VERBOSE", "1", 1);
+  EXPECT_EXIT(
+      {
+        void* p = mp_malloc(100);
+        mp_free(p);
+        std::exit(p != nullptr ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "ignoring MEMPOOL_DIRECT_CACHE_BYTES=lots(.|\n)*ignoring MEMPOOL_DECAY_MS=soon(.|\n)*"
+      "MEMPOOL_DIRECT_CACHE_BYTES=268435456 MEMPOOL_DECAY_MS=1000");
+}
+
+TEST_F(HeapOptions, DecayNeverKeepsCachedMappingsUntilCollect) {
+  setenv("MEMPOOL_DECAY_MS", "never", 1);
+  setenv("MEMPOOL_DIRECT_CACHE_BYTES", "32M", 1);
+  EXPECT_EXIT(
+      {
+        void* p = mempool::allocate(20 << 20);
+        mempool::deallocate(p);
+        const bool kept = mempool::stats().bytes_free_in_page_heap >= (20 << 20);
+        void* q = mempool::allocate(40 << 20);  // over the budget: unmapped at free
+        mempool::deallocate(q);
+        const bool bounded = mempool::stats().bytes_free_in_page_heap < (40 << 20);
+        mempool::collect();
+        const bool released = mempool::stats().bytes_free_in_page_heap == 0;
+        std::exit(kept && bounded && released ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(HeapOptions, ShowStatsPrintsTheTableAtExit) {
@@ -76,6 +110,7 @@ TEST_F(HeapOptions, ReleaseThresholdZeroGivesFreePagesBackAtOnce) {
 
 TEST_F(HeapOptions, DirectMapThresholdSendsBigBlocksToTheirOwnMapping) {
   setenv("MEMPOOL_DIRECT_MAP_THRESHOLD", "1M", 1);
+  setenv("MEMPOOL_DIRECT_CACHE_BYTES", "0", 1);  // no cache: unmapped at free
   EXPECT_EXIT(
       {
         const std::size_t mapped = mempool::stats().bytes_mapped;

@@ -14,6 +14,12 @@ void os_unmap(void* p, std::size_t bytes) noexcept;
 // The same as os_map, with the start aligned to `alignment` (a power of two above
 // the OS page size): maps more, then unmaps the unaligned ends.
 void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexcept;
+// Grows the mapping [p, p + old_bytes) to new_bytes, keeping its pages (only the
+// new tail is fresh zero-filled memory). target nullptr: in place, when the
+// addresses after it are free; otherwise onto target, a mapping of new_bytes from
+// os_map that the moved pages replace (p's range is then gone). nullptr on failure,
+// with both mappings as they were.
+void* os_remap(void* p, std::size_t old_bytes, std::size_t new_bytes, void* target) noexcept;
 // Gives the pages back (madvise MADV_DONTNEED): the range stays mapped and reads as
 // zeros when touched again. p and bytes are multiples of the OS page size.
 void os_release(void* p, std::size_t bytes) noexcept;
