@@ -227,6 +227,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   pollfd fds[2] = {{s.out, POLLIN, 0}, {s.err, POLLIN, 0}};
   int open_fds = 2;
   bool reaped = false;
+  double reaped_at = 0;
   rusage ru{};
   char buf[65536];
   while (open_fds > 0) {
@@ -252,16 +253,19 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
       }
     }
     // The program exited but something it started still holds the pipes: its
-    // group goes too (a benchmark leaves nothing behind).
+    // group goes too (a benchmark leaves nothing behind). Whatever left the group
+    // (setsid) and keeps them open is not waited for beyond a second.
     if (ready == 0 && !reaped && ::wait4(s.pid, &r.status, WNOHANG, &ru) == s.pid) {
       reaped = true;
+      reaped_at = now_s();
       ::kill(-s.pid, SIGKILL);
     }
+    if (reaped && now_s() - reaped_at > 1.0) break;
   }
   for (const pollfd& f : fds)
     if (f.fd >= 0) ::close(f.fd);
   if (!reaped) ::wait4(s.pid, &r.status, 0, &ru);
-  r.wall_s = now_s() - s.at;
+  r.wall_s = (reaped_at > 0 ? reaped_at : now_s()) - s.at;
   fill_usage(r, ru);
   return r;
 }

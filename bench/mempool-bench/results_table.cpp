@@ -27,7 +27,11 @@ std::string format_metric(const std::string& metric, double v) {
   } else if (metric.ends_with("_ns") || metric == "ns_per_op") {
     std::snprintf(buf, sizeof buf, "%.3g ns", v);
   } else if (metric.ends_with("_s")) {
-    std::snprintf(buf, sizeof buf, "%.3g ms", v * 1e3);
+    if (v >= 1) {
+      std::snprintf(buf, sizeof buf, "%.3g s", v);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.3g ms", v * 1e3);
+    }
   } else if (metric.ends_with("_kib")) {
     std::snprintf(buf, sizeof buf, "%.3g MiB", v / 1024);
   } else {
