@@ -92,7 +92,7 @@ template <class Range>
 std::int64_t checksum(const Range& r) {
   std::int64_t h = 1469598103;
   for (const auto& x : r)
-    h = (h * 1099511628211) ^ static_cast<std::int64_t>(std::hash<std::string>{}(x) & 0xffff);
+    h = (h * 1099511628211) ^ static_cast<std::int64_t>(std::hash<std::string>{}(x)&0xffff);
   return h;
 }
 
@@ -123,7 +123,8 @@ int main() {
   const auto longest = std::ranges::max(unique, {}, &std::string::size);
   const std::int64_t sum = std::accumulate(values.begin(), values.end(), std::int64_t{0},
                                            [](std::int64_t acc, const Value& v) {
-                                             if (auto p = std::get_if<std::int64_t>(&v)) return acc + *p;
+                                             if (auto p = std::get_if<std::int64_t>(&v))
+                                               return acc + *p;
                                              return acc;
                                            });
   std::cout << "tokens " << toks.size() << " unique " << unique.size() << " longest " << longest
