@@ -13,7 +13,7 @@ struct HeapOptions {
   std::size_t release_threshold = std::size_t{128} << 20;        // MEMPOOL_RELEASE_THRESHOLD
   std::size_t thread_cache_bytes = std::size_t{8} << 20;         // MEMPOOL_THREAD_CACHE_BYTES
   std::size_t total_thread_cache_bytes = std::size_t{32} << 20;  // MEMPOOL_TOTAL_THREAD_CACHE_BYTES
-  std::size_t direct_map_threshold = std::size_t{16} << 20;      // MEMPOOL_DIRECT_MAP_THRESHOLD
+  std::size_t direct_map_threshold = std::size_t{64} << 20;      // MEMPOOL_DIRECT_MAP_THRESHOLD
   std::size_t direct_cache_bytes = std::size_t{256} << 20;       // MEMPOOL_DIRECT_CACHE_BYTES
   std::uint64_t decay_ms = 1000;  // MEMPOOL_DECAY_MS (kNeverDecay: "never" or -1)
   bool show_stats = false;        // MEMPOOL_SHOW_STATS

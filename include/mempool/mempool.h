@@ -3,7 +3,9 @@
  *   mp_malloc(0) returns a unique pointer; mp_free(NULL) does nothing;
  *   mp_calloc zeroes and returns NULL with errno = ENOMEM when count * size overflows;
  *   mp_realloc(NULL, n) allocates; mp_realloc(p, 0) frees p and returns NULL (as glibc);
- *   a failed mp_realloc leaves p untouched; blocks of 16 bytes or more are 16-byte aligned;
+ *   a failed mp_realloc leaves p untouched, and one to a size in the block's size class
+ *   returns p itself;
+ *   blocks of 16 bytes or more are 16-byte aligned;
  *   mp_posix_memalign returns EINVAL for an alignment that is not a power of two multiple
  *   of sizeof(void*), ENOMEM when out of memory, and leaves *out untouched on failure;
  *   mp_aligned_alloc returns NULL with errno = EINVAL for an alignment that is not a power

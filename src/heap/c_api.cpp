@@ -20,6 +20,28 @@ MEMPOOL_NOINLINE void* malloc_miss(std::size_t size) noexcept {
   return MEMPOOL_LIKELY(p != nullptr) ? p : fail_enomem();
 }
 
+// nullptr, zero bytes, large or direct blocks, small blocks to large sizes, and
+// a miss of the thread cache.
+MEMPOOL_NOINLINE void* realloc_slow(void* p, size_t size) noexcept {
+  if (p == nullptr) return mp_malloc(size);
+  if (size == 0) {  // glibc's behaviour: free, return NULL
+    heap_free(p);
+    return nullptr;
+  }
+  Span* s = heap_block_span(p);
+  const size_t usable = heap_usable_size_slow(p);
+  // Large stays large (a sized free of the new size looks the block up): pages
+  // trimmed or taken from the free span after it, or kept.
+  if (s->state != SpanState::kSmall && size > kHeapSmallMax &&
+      (heap_resize_in_place(p, s, size) || (size <= usable && size > usable / 2)))
+    return p;
+  void* q = heap_allocate(size);
+  if (q == nullptr) return fail_enomem();  // p is untouched
+  std::memcpy(q, p, size < usable ? size : usable);
+  heap_free(p);
+  return q;
+}
+
 }  // namespace
 
 extern "C" {
@@ -38,35 +60,16 @@ void* mp_calloc(size_t count, size_t size) noexcept {
   if (__builtin_mul_overflow(count, size, &bytes)) return fail_enomem();
   void* p = heap_allocate(bytes);
   if (p == nullptr) return fail_enomem();
-  // Huge blocks fresh from mmap are already zero (not those from the cache).
+  // Large blocks of pages fresh from the OS are zero already: not touching them
+  // keeps a big, sparsely used calloc from costing its whole size in RSS.
   const Span* s = g_page_map.lookup(p);
-  if (s->state != SpanState::kDirect || s->reused) std::memset(p, 0, bytes);
+  if (s->state == SpanState::kSmall || s->reused) std::memset(p, 0, bytes);
   return p;
 }
 
 void* mp_realloc(void* p, size_t size) noexcept {
-  if (p == nullptr) return mp_malloc(size);
-  if (size == 0) {  // glibc's behaviour: free, return NULL
-    heap_free(p);
-    return nullptr;
-  }
-  Span* s = heap_block_span(p);
-  const size_t usable = heap_usable_size(p);
-  if (s->state == SpanState::kSmall) {
-    // In place while the size stays in the block's class, so that a sized free
-    // with the new size still names the right class.
-    if (size <= kHeapSmallMax && heap_class_of(size) == s->size_class) return p;
-  } else if (size > kHeapSmallMax &&
-             (heap_resize_in_place(p, s, size) || (size <= usable && size > usable / 2))) {
-    // Large stays large (a sized free of the new size looks the block up): pages
-    // trimmed or taken from the free span after it, or kept.
-    return p;
-  }
-  void* q = heap_allocate(size);
-  if (q == nullptr) return fail_enomem();  // p is untouched
-  std::memcpy(q, p, size < usable ? size : usable);
-  heap_free(p);
-  return q;
+  if (void* q = heap_try_realloc_small(p, size); MEMPOOL_LIKELY(q != nullptr)) return q;
+  return realloc_slow(p, size);
 }
 
 void* mp_aligned_alloc(size_t alignment, size_t size) noexcept {

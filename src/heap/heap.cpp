@@ -25,7 +25,7 @@ namespace {
 
 constinit std::atomic<bool> g_ready{false};
 constinit std::mutex g_init_mutex;
-constinit std::size_t g_direct_map_threshold = std::size_t{16} << 20;
+constinit std::size_t g_direct_map_threshold = std::size_t{64} << 20;
 constinit bool g_verbose = false;
 constinit std::atomic<std::size_t> g_large_blocks{0};
 
@@ -278,7 +278,7 @@ void checked_on_free(void* p, Span* s) noexcept {
     heap_misuse(p, "free of a block that is not allocated (double free?)");
 }
 
-std::size_t heap_usable_size(const void* p) noexcept {
+std::size_t heap_usable_size_slow(const void* p) noexcept {
   const Span* s = heap_block_span(p);
   if (s == nullptr) return 0;
   if (s->state == SpanState::kSmall) return kHeapClasses[s->size_class].size;
@@ -308,6 +308,14 @@ void heap_read_options() noexcept {
 
 bool heap_verbose() noexcept {
   return g_verbose;
+}
+
+std::size_t heap_direct_map_threshold() noexcept {
+  return g_direct_map_threshold;
+}
+
+void heap_set_direct_map_threshold(std::size_t bytes) noexcept {
+  g_direct_map_threshold = bytes;
 }
 
 }  // namespace mempool::detail

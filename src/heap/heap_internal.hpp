@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "class_info.hpp"
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/size_classes.hpp"
 #include "page_map.hpp"
@@ -23,6 +24,9 @@ void heap_ensure_ready() noexcept;
 // loader's first allocations).
 void heap_read_options() noexcept;
 bool heap_verbose() noexcept;  // MEMPOOL_VERBOSE
+// MEMPOOL_DIRECT_MAP_THRESHOLD, read and set (tests: the set is not thread-safe).
+std::size_t heap_direct_map_threshold() noexcept;
+void heap_set_direct_map_threshold(std::size_t bytes) noexcept;
 // The statistics table to `out`, or to descriptor `fd` when out is nullptr.
 void print_heap_stats(std::FILE* out, int fd) noexcept;
 std::size_t heap_large_blocks() noexcept;
@@ -35,7 +39,8 @@ void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) no
 void checked_on_free(void* p, Span* s) noexcept;
 // The span of a block the program holds, misuse reported (nullptr for nullptr).
 Span* heap_block_span(const void* p) noexcept;
-std::size_t heap_usable_size(const void* p) noexcept;
+// Usable bytes of any block (large and direct ones too), misuse reported.
+std::size_t heap_usable_size_slow(const void* p) noexcept;
 // Bytes of a large or direct span that start at its block (0 for small spans).
 bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept;
 
@@ -63,20 +68,70 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
   return heap_allocate_slow(n);
 }
 
+// A small block's span from its page-map entry whose class c is not 0, with
+// the check that p starts a block: (p - start) % size == 0.
+MEMPOOL_ALWAYS_INLINE Span* heap_small_block_span(const void* p, std::uintptr_t entry,
+                                                  std::size_t c, const char* problem) noexcept {
+  Span* s = address_as<Span>(entry - c);
+  if (MEMPOOL_UNLIKELY(reinterpret_cast<std::uintptr_t>(p) * s->divisor - s->start_divisor >=
+                       s->divisor))
+    heap_misuse(p, problem);
+  return s;
+}
+
+// A small block back to the thread cache (span and class from its entry).
+MEMPOOL_ALWAYS_INLINE void heap_free_small(void* p, Span* s, std::size_t c) noexcept {
+  if constexpr (kChecked) checked_on_free(p, s);
+  (void)s;
+  heap_free_to_cache(p, c);
+}
+
 MEMPOOL_ALWAYS_INLINE void heap_free(void* p) noexcept {
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
   if (MEMPOOL_LIKELY(c != 0)) {
-    const Span* s = reinterpret_cast<const Span*>(entry - c);
-    // Only the start of a block may be freed: (p - start) % size == 0.
-    if (MEMPOOL_UNLIKELY(reinterpret_cast<std::uintptr_t>(p) * s->divisor - s->start_divisor >=
-                         s->divisor))
-      heap_misuse(p, "free of a pointer into the middle of a block");
-    if constexpr (kChecked) checked_on_free(p, const_cast<Span*>(s));
-    heap_free_to_cache(p, c);
+    Span* s = heap_small_block_span(p, entry, c, "free of a pointer into the middle of a block");
+    heap_free_small(p, s, c);
     return;
   }
   heap_free_slow(p, reinterpret_cast<Span*>(entry & ~kSpanTagMask));
+}
+
+// malloc_usable_size's common case (redis calls it on every allocation and
+// free): a small block's size from the class in its page-map entry, one lookup.
+// 0 for anything else (nullptr, large, direct or foreign blocks).
+MEMPOOL_ALWAYS_INLINE std::size_t heap_small_usable_size(const void* p) noexcept {
+  const std::uintptr_t entry = g_page_map.lookup_entry(p);
+  const std::size_t c = entry & kSpanTagMask;
+  if (MEMPOOL_UNLIKELY(c == 0)) return 0;
+  heap_small_block_span(p, entry, c, "pointer into the middle of a block");
+  return kHeapClasses[c].size;
+}
+
+MEMPOOL_ALWAYS_INLINE std::size_t heap_usable_size(const void* p) noexcept {
+  if (const std::size_t n = heap_small_usable_size(p); MEMPOOL_LIKELY(n != 0)) return n;
+  return heap_usable_size_slow(p);
+}
+
+// realloc's common case (redis grows and trims strings all the time): a small
+// block to a small size, with one page-map lookup, the new block from the cache
+// and the old one back to it. nullptr where that does not apply (nullptr, size 0
+// or large, a large, direct or foreign block, an empty cache), before anything
+// changed: the caller's slow path then does the whole work.
+MEMPOOL_ALWAYS_INLINE void* heap_try_realloc_small(void* p, std::size_t size) noexcept {
+  const std::uintptr_t entry = g_page_map.lookup_entry(p);
+  const std::size_t c = entry & kSpanTagMask;
+  if (MEMPOOL_UNLIKELY(c == 0 || size - 1 >= kHeapSmallMax)) return nullptr;
+  Span* s = heap_small_block_span(p, entry, c, "realloc of a pointer into the middle of a block");
+  // In place while the size stays in the block's class, so that a sized free
+  // with the new size still names the right class (jemalloc's rule too).
+  if (heap_class_of(size) == c) return p;
+  void* q = heap_try_hit(size);
+  if (MEMPOOL_UNLIKELY(q == nullptr)) return nullptr;
+  const std::size_t usable = kHeapClasses[c].size;
+  __builtin_memcpy(q, p, size < usable ? size : usable);
+  heap_free_small(p, s, c);
+  return q;
 }
 
 // Sized free skips the page map: the size gives the class.

@@ -221,6 +221,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
       list(rest);
     }
   }
+  s->reused = !s->released;  // released pages read as zeros again (MADV_DONTNEED)
   s->released = false;
   s->state = state;
   s->size_class = 0;
@@ -244,8 +245,15 @@ void PageHeap::free(Span* s) noexcept {
   const std::uint64_t now = decay_ms_ != kNoDecay ? now_ms() : 0;
   s->free_since = now;
   insert_free(s);
-  if ((free_resident_pages_ << kHeapPageShift) > release_threshold_)
-    release_down_to(release_threshold_ / 2);
+  // Free pages beyond the threshold and beyond the bytes in use go back: a
+  // program that replaces big blocks keeps as much free as it uses, and reuses
+  // it without faults, but one that frees everything keeps the threshold (0:
+  // nothing). The biggest spans go first, down to 3/4 of the limit, so that a
+  // heap hovering at the limit does not give back a span at every free.
+  const std::size_t limit = release_threshold_ == 0 || release_threshold_ > span_bytes_in_use_
+                                ? release_threshold_
+                                : span_bytes_in_use_;
+  if ((free_resident_pages_ << kHeapPageShift) > limit) release_down_to(limit / 4 * 3);
   if (decay_ms_ != kNoDecay) decay_locked(now, unmaps);
 }
 

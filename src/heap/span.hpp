@@ -48,7 +48,9 @@ struct alignas(128) Span {
   std::uint8_t size_class = 0;  // 0 unless kSmall; the page map carries it too
   SpanState state = SpanState::kFree;
   bool released = false;  // kFree: the pages were given back to the OS (or never touched)
-  bool reused = false;    // kDirect: the mapping came from the cache (not zero-filled)
+  // kLarge and kDirect: the pages may hold old bytes (resident free pages, or a
+  // mapping from the cache); otherwise they are fresh from the OS, all zero.
+  bool reused = false;
   // kFree and kCached: when the pages were last in use (page heap clock, ms), for decay.
   std::uint64_t free_since = 0;
   // Checked builds: one bit per block, set while the program holds the block.

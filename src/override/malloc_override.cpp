@@ -92,6 +92,7 @@ void* calloc(size_t count, size_t n) noexcept {
 }
 
 void* realloc(void* p, size_t n) noexcept {
+  if (void* q = heap_try_realloc_small(p, n); MEMPOOL_LIKELY(q != nullptr)) return q;
   if (MEMPOOL_UNLIKELY(p != nullptr && !is_heap_block(p))) return realloc_foreign(p, n);
   return mp_realloc(p, n);
 }
@@ -131,6 +132,7 @@ void* pvalloc(size_t n) noexcept {
 }
 
 size_t malloc_usable_size(void* p) noexcept {
+  if (const size_t n = heap_small_usable_size(p); MEMPOOL_LIKELY(n != 0)) return n;
   if (MEMPOOL_UNLIKELY(p != nullptr && !is_heap_block(p))) {
     if (!system_owns(p)) heap_misuse(p, "malloc_usable_size of a pointer not allocated by mempool");
     return system_usable_size(p);

@@ -422,7 +422,7 @@ TEST(HeapApi, CallocZeroesReusedBlocks) {
   const int rounds = heap_test::kSanitized ? 10 : 40;
   for (std::size_t n : {std::size_t{8}, std::size_t{24}, std::size_t{64}, std::size_t{100},
                         std::size_t{1000}, std::size_t{4096}, std::size_t{5000}, std::size_t{65536},
-                        std::size_t{300 * kKiB}, 2 * kMiB, 9 * kMiB}) {
+                        std::size_t{300 * kKiB}, 2 * kMiB, 9 * kMiB, 20 * kMiB}) {
     const int batch = n <= 65536 ? 64 : n <= kMiB ? 4 : 2;
     for (int round = 0; round < rounds; ++round) {
       std::vector<void*> dirty;

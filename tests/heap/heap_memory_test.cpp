@@ -170,6 +170,36 @@ TEST(HeapMemory, CollectReturnsMemory) {
   IN_FRESH_PROCESS(collect_returns_memory_child());
 }
 
+// calloc of big blocks fresh from the OS (a span of the page heap, then a
+// mapping of its own) leaves their pages untouched: zeros without the resident
+// set growing by their size. Dirtied, freed and calloc'd again, they are zeroed.
+[[noreturn]] void big_calloc_child() {
+  for (const std::size_t n : {48 * kMiB, 96 * kMiB}) {
+    collect();
+    const std::size_t before = heap_test::resident_bytes();
+    auto* p = static_cast<unsigned char*>(mp_calloc(1, n));
+    CHILD_CHECK(p != nullptr, "mp_calloc(%.0f MiB) failed", mib(n));
+    const std::size_t after = heap_test::resident_bytes();
+    CHILD_CHECK(after < before + 8 * kMiB, "calloc(%.0f MiB) made %.1f MiB resident", mib(n),
+                mib(after - before));
+    for (std::size_t i = 0; i < n; i += 4096)
+      CHILD_CHECK(p[i] == 0, "byte %zu of a fresh calloc is %d", i, p[i]);
+    std::memset(p, 0xee, n);
+    mp_free(p);
+    p = static_cast<unsigned char*>(mp_calloc(1, n));  // the same pages, resident
+    CHILD_CHECK(p != nullptr, "mp_calloc(%.0f MiB) failed", mib(n));
+    for (std::size_t i = 0; i < n; i += 512)
+      CHILD_CHECK(p[i] == 0, "byte %zu of a reused calloc is %d", i, p[i]);
+    mp_free(p);
+  }
+  ::_exit(0);
+}
+
+TEST(HeapMemory, BigCallocLeavesFreshPagesUntouched) {
+  if (heap_test::kSanitized) GTEST_SKIP() << "shadow memory makes resident sizes meaningless";
+  IN_FRESH_PROCESS(big_calloc_child());
+}
+
 // ---- Out of memory -----------------------------------------------------------
 
 // Waits for child `pid`; a failure names how it ended.

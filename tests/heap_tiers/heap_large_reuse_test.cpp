@@ -3,9 +3,11 @@
 // that gives both back to the OS; collect() still gives back everything.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "heap/heap_internal.hpp"
 #include "heap/page_heap.hpp"
 #include "heap/page_map.hpp"
 #include "mempool/detail/os.hpp"
@@ -17,22 +19,29 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-// Every test starts from an empty cache with the defaults and no decay (a slow
-// sanitizer run must not see a mapping decay under it), and leaves it so.
+// Every test starts from an empty cache with the defaults, no decay (a slow
+// sanitizer run must not see a mapping decay under it) and a direct-map
+// threshold of 16 MiB, and leaves it so (with the default threshold).
 class HeapLargeReuse : public ::testing::Test {
  protected:
   void SetUp() override {
     mp_free(mp_malloc(1));  // the heap reads its options first, not over ours later
     mempool::collect();
+    threshold_ = heap_direct_map_threshold();
+    heap_set_direct_map_threshold(16 * kMiB);
     g_page_heap.set_direct_cache_bytes(256 * kMiB);
     g_page_heap.set_decay_ms(PageHeap::kNoDecay);
   }
   void TearDown() override {
+    heap_set_direct_map_threshold(threshold_);
     mempool::testing::fail_os_maps_after(-1);
     g_page_heap.set_direct_cache_bytes(256 * kMiB);
     g_page_heap.set_decay_ms(1000);
     mempool::collect();
   }
+
+ private:
+  std::size_t threshold_ = 0;
 };
 
 TEST_F(HeapLargeReuse, FreedDirectBlockServesTheNextOfItsSizeWithoutAMap) {
@@ -199,6 +208,27 @@ TEST_F(HeapLargeReuse, PageHeapGrowsByMovingAFreeSpanNotByFaultingAfresh) {
   for (std::size_t i = 0; i < 3000; i += 97)
     ASSERT_EQ(g_page_map.lookup(moved + i * kHeapPageSize), bigger);
   g_page_heap.free(bigger);
+}
+
+TEST_F(HeapLargeReuse, FreePagesUpToTheBytesInUseStayResident) {
+  g_page_heap.set_release_threshold(16 * kMiB);
+  unsigned char* blocks[8];
+  for (auto*& b : blocks) {
+    b = static_cast<unsigned char*>(mp_malloc(8 * kMiB));  // page heap spans
+    ASSERT_NE(b, nullptr);
+    std::memset(b, 0x17, 8 * kMiB);
+  }
+  for (int i = 0; i < 6; i += 2)
+    mp_free(blocks[i]);
+  // 24 MiB free, past the 16 MiB threshold but not past the 40 MiB in use.
+  EXPECT_GE(g_page_heap.stats().bytes_free_resident, 24 * kMiB);
+  for (int i = 1; i < 8; i += 2)
+    mp_free(blocks[i]);
+  mp_free(blocks[6]);
+  // Now past both: back to 3/4 of the larger, the threshold or what is left in use.
+  const PageHeapStats after = g_page_heap.stats();
+  EXPECT_LE(after.bytes_free_resident, std::max(16 * kMiB, after.bytes_in_spans) / 4 * 3);
+  g_page_heap.set_release_threshold(128 * kMiB);
 }
 
 TEST_F(HeapLargeReuse, DoubleFreeOfACachedBlockIsNamed) {

@@ -58,6 +58,7 @@ TEST_F(HeapOptions, BadCacheAndDecayValuesAreReportedAndIgnored) {
 TEST_F(HeapOptions, DecayNeverKeepsCachedMappingsUntilCollect) {
   setenv("MEMPOOL_DECAY_MS", "never", 1);
   setenv("MEMPOOL_DIRECT_CACHE_BYTES", "32M", 1);
+  setenv("MEMPOOL_DIRECT_MAP_THRESHOLD", "16M", 1);
   EXPECT_EXIT(
       {
         void* p = mempool::allocate(20 << 20);
