@@ -105,7 +105,9 @@ MEMPOOL_ALWAYS_INLINE std::size_t heap_small_usable_size(const void* p) noexcept
   const std::size_t c = entry & kSpanTagMask;
   if (MEMPOOL_UNLIKELY(c == 0)) return 0;
   heap_small_block_span(p, entry, c, "pointer into the middle of a block");
-  return kHeapClasses[c].size;
+  const std::size_t size = kHeapClasses[c].size;
+  if (size == 0) __builtin_unreachable();  // so that callers need not test it again
+  return size;
 }
 
 MEMPOOL_ALWAYS_INLINE std::size_t heap_usable_size(const void* p) noexcept {

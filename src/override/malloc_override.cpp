@@ -52,6 +52,15 @@ MEMPOOL_COLD void* realloc_foreign(void* p, std::size_t n) noexcept {
   return q;
 }
 
+// malloc_usable_size of nullptr, a large block or a glibc block.
+MEMPOOL_NOINLINE std::size_t usable_size_slow(void* p) noexcept {
+  if (p != nullptr && !is_heap_block(p)) {
+    if (!system_owns(p)) heap_misuse(p, "malloc_usable_size of a pointer not allocated by mempool");
+    return system_usable_size(p);
+  }
+  return mp_usable_size(p);
+}
+
 // glibc's memalign accepts any alignment: a non-power of two is rounded up.
 void* memalign_any(std::size_t alignment, std::size_t n) noexcept {
   if (alignment > (std::size_t{1} << 62)) {
@@ -133,11 +142,7 @@ void* pvalloc(size_t n) noexcept {
 
 size_t malloc_usable_size(void* p) noexcept {
   if (const size_t n = heap_small_usable_size(p); MEMPOOL_LIKELY(n != 0)) return n;
-  if (MEMPOOL_UNLIKELY(p != nullptr && !is_heap_block(p))) {
-    if (!system_owns(p)) heap_misuse(p, "malloc_usable_size of a pointer not allocated by mempool");
-    return system_usable_size(p);
-  }
-  return mp_usable_size(p);
+  return usable_size_slow(p);
 }
 
 // glibc's names for giving memory back and printing statistics.
