@@ -190,7 +190,7 @@ template <class T, class... Args>
 // A std::pmr::memory_resource over a pool, which must outlive it. Requests for
 // more alignment than the pool gives (allocate(n, 64)) go to the general heap.
 template <class Pool>
-class PoolResource final : public std::pmr::memory_resource {
+class MEMPOOL_API PoolResource final : public std::pmr::memory_resource {
  public:
   explicit PoolResource(Pool& pool) noexcept : pool_(&pool) {}
   [[nodiscard]] Pool& pool() const noexcept { return *pool_; }
@@ -211,6 +211,6 @@ class PoolResource final : public std::pmr::memory_resource {
 };
 
 // The resource over the general heap; never destroyed.
-std::pmr::memory_resource* default_resource() noexcept;
+MEMPOOL_API std::pmr::memory_resource* default_resource() noexcept;
 
 }  // namespace mempool

@@ -20,7 +20,7 @@
 
 namespace mempool {
 
-class BitmapPool {
+class MEMPOOL_API BitmapPool {
  public:
   // Largest capacity: 2^24 blocks.
   static constexpr std::size_t kMaxCapacity = detail::AtomicBitmap::kMaxBits;

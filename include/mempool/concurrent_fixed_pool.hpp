@@ -27,7 +27,7 @@
 
 namespace mempool {
 
-class ConcurrentFixedPool {
+class MEMPOOL_API ConcurrentFixedPool {
  public:
   static constexpr std::size_t kDefaultShardBytes = std::size_t{256} * 1024;
 

@@ -29,9 +29,9 @@ namespace mempool {
 
 namespace detail {
 // Out of line (src/heap/heap.cpp): any size, and every thread-cache miss.
-[[nodiscard]] void* heap_allocate_or_throw(std::size_t n);
-[[nodiscard]] void* heap_try_allocate(std::size_t n) noexcept;
-void heap_deallocate_sized(void* p, std::size_t n) noexcept;
+[[nodiscard]] MEMPOOL_API void* heap_allocate_or_throw(std::size_t n);
+[[nodiscard]] MEMPOOL_API void* heap_try_allocate(std::size_t n) noexcept;
+MEMPOOL_API void heap_deallocate_sized(void* p, std::size_t n) noexcept;
 
 // True for a size the compiler knows (after inlining) and that names a class.
 MEMPOOL_ALWAYS_INLINE bool heap_constant_small_size(std::size_t n) noexcept {
@@ -57,16 +57,16 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop_constant_size(std::size_t n) noexcept {
   return detail::heap_allocate_or_throw(n);
 }
 // `alignment` is any power of two; std::bad_alloc for one that is not.
-[[nodiscard]] void* allocate(std::size_t n, std::align_val_t alignment);
+[[nodiscard]] MEMPOOL_API void* allocate(std::size_t n, std::align_val_t alignment);
 // The same, with nullptr instead of an exception.
 [[nodiscard]] MEMPOOL_ALWAYS_INLINE void* try_allocate(std::size_t n) noexcept {
   if (void* p = detail::heap_pop_constant_size(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return detail::heap_try_allocate(n);
 }
-[[nodiscard]] void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept;
+[[nodiscard]] MEMPOOL_API void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept;
 
 // Size-free: any pointer that allocate/try_allocate returned; nullptr does nothing.
-void deallocate(void* p) noexcept;
+MEMPOOL_API void deallocate(void* p) noexcept;
 // Sized: n must be the size asked for (or anything up to usable_size(p)). A block
 // from an aligned allocate must be freed with its alignment (the three-argument
 // form), or without a size: deallocate(p, n) would name the wrong class.
@@ -77,18 +77,18 @@ MEMPOOL_ALWAYS_INLINE void deallocate(void* p, std::size_t n) noexcept {
   }
   detail::heap_deallocate_sized(p, n);
 }
-void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept;
+MEMPOOL_API void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept;
 
 // Bytes the block really has (>= the size asked for); 0 for nullptr.
-[[nodiscard]] std::size_t usable_size(const void* p) noexcept;
+[[nodiscard]] MEMPOOL_API std::size_t usable_size(const void* p) noexcept;
 
 // True when p lies in a block the heap has handed out and not taken back (for
 // tests and assertions: a page-map lookup, no lock).
-[[nodiscard]] bool owns(const void* p) noexcept;
+[[nodiscard]] MEMPOOL_API bool owns(const void* p) noexcept;
 
 // Gives free memory back to the OS now: the calling thread's cache, the central
 // caches' spare batches and every free page of the page heap.
-void collect() noexcept;
+MEMPOOL_API void collect() noexcept;
 
 // The heap's size classes: 1 byte to 256 KiB. Larger requests get whole pages.
 inline constexpr std::size_t kHeapMaxSmallSize = std::size_t{256} * 1024;
@@ -117,12 +117,12 @@ struct HeapStats {
   HeapClassStats classes[kHeapMaxClasses];
 };
 
-[[nodiscard]] HeapStats stats() noexcept;
+[[nodiscard]] MEMPOOL_API HeapStats stats() noexcept;
 
 // The heap as a pool object for the adapters (allocator.hpp): Allocator<T>,
 // make_unique, make_shared and default_resource() use it. Stateless: every
 // instance is the one process-wide heap.
-class Heap {
+class MEMPOOL_API Heap {
  public:
   [[nodiscard]] static Heap& global() noexcept;
   [[nodiscard]] void* allocate(std::size_t n) { return mempool::allocate(n); }

@@ -21,7 +21,7 @@
 
 namespace mempool {
 
-class SizeClassPool {
+class MEMPOOL_API SizeClassPool {
  public:
   // Maps nothing for blocks until first use (each class maps its shard table).
   SizeClassPool() : SizeClassPool(std::make_index_sequence<detail::kSizeClassCount>{}) {}

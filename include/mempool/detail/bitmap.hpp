@@ -25,7 +25,7 @@
 
 namespace mempool::detail {
 
-class AtomicBitmap {
+class MEMPOOL_API AtomicBitmap {
  public:
   static constexpr std::size_t kMaxLevels = 4;
   static constexpr std::size_t kMaxBits = std::size_t{1} << (6 * kMaxLevels);  // 2^24

@@ -20,6 +20,7 @@ struct BlockLayout {
 // gives); never less than a pointer's (the free list lives in free blocks). The
 // size is rounded up to a multiple of the alignment. Throws std::invalid_argument
 // / std::length_error naming `allocator` and the bad parameter.
-BlockLayout make_block_layout(const char* allocator, std::size_t block_size, std::size_t alignment);
+MEMPOOL_API BlockLayout make_block_layout(const char* allocator, std::size_t block_size,
+                                          std::size_t alignment);
 
 }  // namespace mempool::detail

@@ -17,7 +17,7 @@
 
 namespace mempool::detail {
 
-class ChunkArena {
+class MEMPOOL_API ChunkArena {
  public:
   // `track_blocks` keeps one allocated-bit per block (checked builds).
   ChunkArena(BlockLayout layout, bool track_blocks) noexcept

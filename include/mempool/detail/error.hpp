@@ -6,13 +6,16 @@
 #include <cstddef>
 #include <string>
 
+#include "mempool/detail/platform.hpp"
+
 namespace mempool::detail {
 
-[[noreturn]] __attribute__((cold)) void fatal_misuse(const char* allocator, const void* ptr,
-                                                     const char* problem) noexcept;
+[[noreturn]] __attribute__((cold)) MEMPOOL_API void fatal_misuse(const char* allocator,
+                                                                 const void* ptr,
+                                                                 const char* problem) noexcept;
 
 // Messages for std::invalid_argument / std::length_error thrown by constructors:
 // "mempool::BitmapPool: capacity must be greater than 0".
-std::string argument_message(const char* allocator, const char* what);
+MEMPOOL_API std::string argument_message(const char* allocator, const char* what);
 
 }  // namespace mempool::detail

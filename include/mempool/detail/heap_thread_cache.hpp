@@ -29,7 +29,7 @@ enum class ThreadCacheState : std::uint8_t {
   kExited,  // the thread is exiting (or has no exit hook): no caching any more
 };
 
-class ThreadCache {
+class MEMPOOL_API ThreadCache {
  public:
   // The hot part, first, as three arrays indexed by class: the hit path reaches
   // an entry with one scaled address from the TLS base.
@@ -124,12 +124,19 @@ class ThreadCache {
   friend class ThreadCacheRegistry;
 };
 
-// Initial-exec TLS: one %fs-relative access, no __tls_get_addr call.
-extern constinit thread_local ThreadCache tls_thread_cache
-    __attribute__((tls_model("initial-exec")));
+// Initial-exec TLS: one %fs-relative access, no __tls_get_addr call. libmempool.so
+// (and what is compiled against it, MEMPOOL_SHARED) leaves the model to the compiler:
+// initial-exec in an executable, global-dynamic in a shared object, which may then be
+// dlopen()ed without needing room in the static TLS block.
+#if defined(MEMPOOL_SHARED)
+#define MEMPOOL_TLS_MODEL
+#else
+#define MEMPOOL_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#endif
+MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_TLS_MODEL;
 
 // Checked builds: marks a block handed out (src/heap/heap.cpp).
-void checked_on_allocate(void* p) noexcept;
+MEMPOOL_API void checked_on_allocate(void* p) noexcept;
 
 // A block of class c from the calling thread's cache, or nullptr on a miss.
 MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {

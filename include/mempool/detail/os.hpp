@@ -4,25 +4,28 @@
 
 #include <cstddef>
 
+#include "mempool/detail/platform.hpp"
+
 namespace mempool::detail {
 
 // Anonymous, zero-filled, page-aligned memory; nullptr when the OS refuses.
 // `populate` asks the kernel to fault the pages in now (real-time pools must not
 // take page faults later).
-void* os_map(std::size_t bytes, bool populate = false) noexcept;
-void os_unmap(void* p, std::size_t bytes) noexcept;
+MEMPOOL_API void* os_map(std::size_t bytes, bool populate = false) noexcept;
+MEMPOOL_API void os_unmap(void* p, std::size_t bytes) noexcept;
 // The same as os_map, with the start aligned to `alignment` (a power of two above
 // the OS page size): maps more, then unmaps the unaligned ends.
-void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexcept;
+MEMPOOL_API void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexcept;
 // Grows the mapping [p, p + old_bytes) to new_bytes, keeping its pages (only the
 // new tail is fresh zero-filled memory). target nullptr: in place, when the
 // addresses after it are free; otherwise onto target, a mapping of new_bytes from
 // os_map that the moved pages replace (p's range is then gone). nullptr on failure,
 // with both mappings as they were.
-void* os_remap(void* p, std::size_t old_bytes, std::size_t new_bytes, void* target) noexcept;
+MEMPOOL_API void* os_remap(void* p, std::size_t old_bytes, std::size_t new_bytes,
+                           void* target) noexcept;
 // Gives the pages back (madvise MADV_DONTNEED): the range stays mapped and reads as
 // zeros when touched again. p and bytes are multiples of the OS page size.
-void os_release(void* p, std::size_t bytes) noexcept;
+MEMPOOL_API void os_release(void* p, std::size_t bytes) noexcept;
 
 }  // namespace mempool::detail
 
@@ -30,10 +33,10 @@ namespace mempool::testing {
 
 // Fault injection for tests: the next `n` maps succeed, every later one fails
 // as if the system were out of memory. A negative n switches it off (the default).
-void fail_os_maps_after(long n) noexcept;
+MEMPOOL_API void fail_os_maps_after(long n) noexcept;
 // How many maps have succeeded since the process started.
-long os_map_count() noexcept;
+MEMPOOL_API long os_map_count() noexcept;
 // Bytes mapped through os_map and not yet unmapped, by every mempool allocator.
-std::size_t os_bytes_mapped() noexcept;
+MEMPOOL_API std::size_t os_bytes_mapped() noexcept;
 
 }  // namespace mempool::testing

@@ -13,6 +13,9 @@
 #define MEMPOOL_NOINLINE __attribute__((noinline))
 // Out-of-line code that runs rarely (refills, growth, error reports).
 #define MEMPOOL_COLD __attribute__((noinline, cold))
+// What libmempool.so exports: it is built with -fvisibility=hidden, so only what the
+// headers declare with this (and mp_*) is visible; the heap's tiers stay inside.
+#define MEMPOOL_API __attribute__((visibility("default")))
 
 #if defined(MEMPOOL_CHECKED) && MEMPOOL_CHECKED
 #define MEMPOOL_CHECKED_BUILD 1
@@ -41,7 +44,7 @@ inline constexpr std::size_t kMinAlignLarge = alignof(std::max_align_t);
 inline constexpr std::size_t kMaxPoolAlignment = 4096;
 
 // The OS page size, read once (sysconf) and cached.
-std::size_t page_size() noexcept;
+MEMPOOL_API std::size_t page_size() noexcept;
 
 constexpr bool is_power_of_two(std::size_t x) noexcept {
   return std::has_single_bit(x);
