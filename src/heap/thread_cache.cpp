@@ -13,7 +13,7 @@
 
 namespace mempool::detail {
 
-constinit thread_local ThreadCache tls_thread_cache __attribute__((tls_model("initial-exec")));
+constinit thread_local ThreadCache tls_thread_cache MEMPOOL_TLS_MODEL;
 
 namespace {
 
