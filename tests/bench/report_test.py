@@ -226,18 +226,24 @@ def ratio_in(cell):
     return float(match.group(1)) if match else None
 
 
+def report_on(cls, runs):
+    """Writes `runs` to a fresh folder, runs report.py on it and keeps its
+    report.md in cls.md (the folder in cls.tmp, for tearDownClass)."""
+    cls.tmp = tempfile.TemporaryDirectory()
+    cls.dir = cls.tmp.name
+    write_jsonl(cls.dir, runs)
+    cls.result = run_report(cls.dir)
+    if cls.result.returncode != 0:
+        raise AssertionError(f"report.py failed ({cls.result.returncode}):\n"
+                             f"{cls.result.stdout}\n{cls.result.stderr}")
+    with open(os.path.join(cls.dir, "report.md"), encoding="utf-8") as f:
+        cls.md = f.read()
+
+
 class ReportOnSyntheticData(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.dir = cls.tmp.name
-        write_jsonl(cls.dir, synthetic_runs())
-        cls.result = run_report(cls.dir)
-        if cls.result.returncode != 0:
-            raise AssertionError(f"report.py failed ({cls.result.returncode}):\n"
-                                 f"{cls.result.stdout}\n{cls.result.stderr}")
-        with open(os.path.join(cls.dir, "report.md"), encoding="utf-8") as f:
-            cls.md = f.read()
+        report_on(cls, synthetic_runs())
 
     @classmethod
     def tearDownClass(cls):
@@ -383,15 +389,7 @@ class ProgramWorkloads(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.dir = cls.tmp.name
-        write_jsonl(cls.dir, program_runs())
-        cls.result = run_report(cls.dir)
-        if cls.result.returncode != 0:
-            raise AssertionError(f"report.py failed ({cls.result.returncode}):\n"
-                                 f"{cls.result.stdout}\n{cls.result.stderr}")
-        with open(os.path.join(cls.dir, "report.md"), encoding="utf-8") as f:
-            cls.md = f.read()
+        report_on(cls, program_runs())
 
     @classmethod
     def tearDownClass(cls):
