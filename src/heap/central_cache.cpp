@@ -1,12 +1,32 @@
 #include "central_cache.hpp"
 
+#include <atomic>
+
 #include "metadata.hpp"
 #include "page_heap.hpp"
 #include "page_map.hpp"
+#include "thread_cache.hpp"
 
 namespace mempool::detail {
 
 constinit CentralCache g_central_cache;
+
+namespace {
+constinit std::atomic<std::uintptr_t> g_link_key{0};
+
+MEMPOOL_COLD std::uintptr_t make_heap_link_key() noexcept {
+  std::uintptr_t expected = 0;
+  const std::uintptr_t key = new_link_key();  // never 0: its low bits are not
+  // Two threads carving their first spans at once agree on the first key stored.
+  return g_link_key.compare_exchange_strong(expected, key, std::memory_order_acq_rel) ? key
+                                                                                      : expected;
+}
+}  // namespace
+
+std::uintptr_t heap_link_key() noexcept {
+  const std::uintptr_t key = g_link_key.load(std::memory_order_acquire);
+  return MEMPOOL_LIKELY(key != 0) ? key : make_heap_link_key();
+}
 
 Span* CentralCache::new_span(std::size_t c) noexcept {
   const HeapClassInfo& info = kHeapClasses[c];
@@ -44,6 +64,7 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
     *first = k.batches[--k.batch_count];
     return info.batch;
   }
+  const std::uintptr_t key = heap_link_key();
   FreeBlock* head = nullptr;
   std::size_t got = 0;
   while (got < want) {
@@ -56,8 +77,8 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
     }
     while (got < want && s->free_blocks != nullptr) {
       FreeBlock* b = s->free_blocks;
-      s->free_blocks = b->next;
-      b->next = head;
+      s->free_blocks = heap_checked_next(b, key);
+      b->set_encoded_next(head, key);
       head = b;
       ++got;
       ++s->allocated;
@@ -65,7 +86,7 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
     while (got < want && s->carve < s->carve_end) {
       auto* b = address_as<FreeBlock>(s->carve);
       s->carve += info.size;
-      b->next = head;
+      b->set_encoded_next(head, key);
       head = b;
       ++got;
       ++s->allocated;
@@ -77,14 +98,18 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
   return got;
 }
 
-void CentralCache::release_to_spans(Class& k, FreeBlock* first, std::size_t count,
+void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, std::size_t count,
                                     Span** empty) noexcept {
+  const std::uintptr_t key = heap_link_key();
   for (std::size_t i = 0; i < count; ++i) {
     FreeBlock* b = first;
-    first = first->next;
     Span* s = g_page_map.lookup(b);
+    // A link overwritten with a plausible address of another class's block.
+    if (MEMPOOL_UNLIKELY(s == nullptr || s->state != SpanState::kSmall || s->size_class != c))
+      heap_free_list_corrupted(b);
+    if (i + 1 < count) first = heap_checked_next(b, key);
     if (s->allocated == s->capacity) k.nonempty.push_front(s);  // was full
-    b->next = s->free_blocks;
+    b->set_encoded_next(s->free_blocks, key);
     s->free_blocks = b;
     if (--s->allocated == 0) {
       k.nonempty.remove(s);
@@ -117,7 +142,7 @@ void CentralCache::insert_range(std::size_t c, FreeBlock* first, std::size_t cou
       k.batches[k.batch_count++] = first;
       return;
     }
-    release_to_spans(k, first, count, &empty);
+    release_to_spans(k, c, first, count, &empty);
   }
   free_spans(empty);
 }
@@ -129,10 +154,28 @@ void CentralCache::drain() noexcept {
     {
       std::lock_guard<Lock> lock(k.mutex);
       while (k.batch_count > 0)
-        release_to_spans(k, k.batches[--k.batch_count], kHeapClasses[c].batch, &empty);
+        release_to_spans(k, c, k.batches[--k.batch_count], kHeapClasses[c].batch, &empty);
     }
     free_spans(empty);
   }
+}
+
+bool CentralCache::holds_free(std::size_t c, const void* p) const noexcept {
+  const Class& k = classes_[c];
+  const std::uintptr_t key = heap_link_key();
+  const std::size_t batch = kHeapClasses[c].batch;
+  std::lock_guard<Lock> lock(k.mutex);
+  for (std::uint32_t i = 0; i < k.batch_count; ++i) {
+    const FreeBlock* b = k.batches[i];
+    for (std::size_t n = 0; n < batch; ++n, b = heap_checked_next(b, key))
+      if (b == p) return true;
+  }
+  // The span's own list: its state and class are stable while the class is locked.
+  const Span* s = g_page_map.lookup(p);
+  if (s == nullptr || s->state != SpanState::kSmall || s->size_class != c) return false;
+  for (const FreeBlock* b = s->free_blocks; b != nullptr; b = heap_checked_next(b, key))
+    if (b == p) return true;
+  return false;
 }
 
 CentralClassCounts CentralCache::counts(std::size_t c) const noexcept {

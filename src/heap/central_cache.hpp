@@ -35,6 +35,8 @@ class CentralCache {
   void insert_range(std::size_t c, FreeBlock* first, std::size_t count) noexcept;
   // Returns every kept batch to its spans (collect()).
   void drain() noexcept;
+  // Whether p (in a span of class c) is free here: in a kept batch or its span's list.
+  [[nodiscard]] bool holds_free(std::size_t c, const void* p) const noexcept;
   [[nodiscard]] CentralClassCounts counts(std::size_t c) const noexcept;
 
   // fork(): every lock, in class order.
@@ -54,7 +56,7 @@ class CentralCache {
   static Span* new_span(std::size_t c) noexcept;
   // Returns blocks to their spans; spans that become empty are chained through
   // `next` on *empty for the caller to free after unlocking.
-  static void release_to_spans(Class& k, FreeBlock* first, std::size_t count,
+  static void release_to_spans(Class& k, std::size_t c, FreeBlock* first, std::size_t count,
                                Span** empty) noexcept;
   static void free_spans(Span* chain) noexcept;
 
@@ -62,5 +64,10 @@ class CentralCache {
 };
 
 extern constinit CentralCache g_central_cache;
+
+// The key of every free-list link in the heap (free_list.hpp). Blocks travel
+// between thread caches, kept batches and spans as linked chains, so all of them
+// use this one key; it is made on first use, before the first block is carved.
+std::uintptr_t heap_link_key() noexcept;
 
 }  // namespace mempool::detail

@@ -163,6 +163,14 @@ void heap_misuse(const void* p, const char* problem) noexcept {
   fatal_misuse("heap", p, problem);
 }
 
+void heap_free_list_corrupted(const void* b) noexcept {
+  heap_misuse(b, "free list corrupted (write after free?)");
+}
+
+void* heap_pop_corrupted(const void* b) noexcept {
+  heap_free_list_corrupted(b);
+}
+
 void* heap_allocate_class_miss(std::size_t c) noexcept {
   void* p = tls_thread_cache.refill(c);
   if constexpr (kChecked) {

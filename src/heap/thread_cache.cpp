@@ -112,13 +112,26 @@ bool create_thread_exit_key() noexcept {
 
 void* allocate_uncached(std::size_t c) noexcept {
   FreeBlock* b = nullptr;
-  return g_central_cache.remove_range(c, 1, &b) == 0 ? nullptr : b;
+  if (g_central_cache.remove_range(c, 1, &b) == 0) return nullptr;
+  b->next = nullptr;  // as heap_pop leaves it
+  return b;
 }
 
 bool ThreadCache::activate() noexcept {
   // The heap's set-up may allocate (pthread_atfork), and so activate this cache.
   heap_ensure_ready();
   if (state_ != ThreadCacheState::kUnset) return state_ == ThreadCacheState::kActive;
+  // Frees before this one pushed blocks linked with key 0 (one per list: each push
+  // overflowed at once): re-encode them with the heap's key.
+  const std::uintptr_t key = heap_link_key();
+  for (FreeBlock*& head : heads) {
+    for (FreeBlock* b = head; b != nullptr;) {
+      FreeBlock* next = heap_checked_next(b, link_key);
+      b->set_encoded_next(next, key);
+      b = next;
+    }
+  }
+  link_key = key;
   // Uncached while registering: as the process's malloc, pthread_setspecific's
   // own calloc (for keys past the first 32) comes back here. Without an exit
   // hook the cache would be stranded when the thread ends: it stays uncached.
@@ -147,9 +160,9 @@ void ThreadCache::release(std::size_t c, std::size_t n) noexcept {
     FreeBlock* first = heads[c];
     FreeBlock* last = first;
     for (std::size_t i = 1; i < take; ++i)
-      last = last->next;
-    heads[c] = last->next;
-    last->next = nullptr;  // batches travel as nullptr-terminated chains
+      last = heap_checked_next(last, link_key);
+    heads[c] = heap_checked_next(last, link_key);
+    last->set_encoded_next(nullptr, link_key);  // batches travel as nullptr-terminated chains
     left -= static_cast<std::uint32_t>(take);
     set_count(c, left);
     g_central_cache.insert_range(c, first, take);
@@ -181,7 +194,8 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   FreeBlock* first = nullptr;
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
   if (got == 0) return nullptr;
-  heads[c] = first->next;
+  heads[c] = first->decoded_next(link_key);  // the central cache checked the chain
+  first->next = nullptr;                     // as heap_pop leaves it
   set_count(c, static_cast<std::uint32_t>(got - 1));
   return first;
 }
@@ -235,6 +249,18 @@ void ThreadCache::on_thread_exit() noexcept {
   state_ = ThreadCacheState::kExited;
   release_all();
   ThreadCacheRegistry::remove(this);
+}
+
+void heap_free_suspect(void* p, std::size_t c) noexcept {
+  ThreadCache& t = tls_thread_cache;
+  std::uint32_t n = t.heads[c] != nullptr ? t.count(c) : 0;
+  for (const FreeBlock* b = t.heads[c]; b != nullptr && n > 0;
+       b = heap_checked_next(b, t.link_key), --n)
+    if (b == p) heap_misuse(p, "double free");
+  if (g_central_cache.holds_free(c, p)) heap_misuse(p, "double free");
+  // Its first word only looked like a link (or another thread's cache holds it,
+  // which cannot be searched without stopping that thread).
+  heap_push_to_cache(static_cast<FreeBlock*>(p), c);
 }
 
 void ThreadCache::for_each(void (*f)(const ThreadCache&, void*), void* context) noexcept {

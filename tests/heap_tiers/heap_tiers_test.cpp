@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -184,7 +185,7 @@ TEST(HeapCentralCache, KeepsFullBatchesAndReturnsEmptySpans) {
   FreeBlock* first = nullptr;
   ASSERT_EQ(g_central_cache.remove_range(c, batch, &first), batch);
   std::size_t n = 0;
-  for (FreeBlock* b = first; b != nullptr; b = b->next)
+  for (FreeBlock* b = first; b != nullptr; b = b->decoded_next(heap_link_key()))
     ++n;
   EXPECT_EQ(n, batch) << "a nullptr-terminated chain of the blocks asked for";
   EXPECT_EQ(g_central_cache.counts(c).blocks_out, before.blocks_out + batch);
@@ -320,6 +321,43 @@ TEST(HeapThreadCache, ThreadsShareTheTotalBudget) {
     EXPECT_GE(b, std::size_t{1} << 20);
     EXPECT_LE(b, std::max(std::size_t{1} << 20, (std::size_t{32} << 20) / kThreads));
   }
+}
+
+}  // namespace
+}  // namespace mempool::detail
+
+namespace mempool::detail {
+namespace {
+
+// The link key (free_list.hpp): encoded nullptr, zeros, pointers and one byte
+// repeated never decode to a plausible link, whatever the random key.
+TEST(HeapLinkKey, WhatAProgramWritesNeverDecodesToALink) {
+  for (int i = 0; i < 1000; ++i) {
+    const std::uintptr_t key = i == 0 ? heap_link_key() : new_link_key();
+    FreeBlock b{};
+    EXPECT_FALSE(plausible_link(b.decoded_next(key))) << "a zero word";
+    b.next = &b;
+    EXPECT_FALSE(plausible_link(b.decoded_next(key))) << "a pointer";
+    for (unsigned byte : {0x41u, 0xffu, 0x80u, 0x01u}) {
+      std::memset(&b, static_cast<int>(byte), sizeof b);
+      EXPECT_FALSE(plausible_link(b.decoded_next(key))) << "byte " << byte << " repeated";
+    }
+    b.set_encoded_next(&b, key);
+    EXPECT_EQ(b.decoded_next(key), &b);
+    EXPECT_TRUE(plausible_link(b.decoded_next(key)));
+  }
+}
+
+// A live block whose first word happens to decode to a plausible link is only
+// suspect: the free looks for it, finds it nowhere, and frees it as usual.
+TEST(HeapLinkKey, ALiveBlockThatLooksFreeIsFreedNormally) {
+  auto* p = static_cast<FreeBlock*>(allocate(64));
+  auto* other = static_cast<FreeBlock*>(allocate(64));
+  p->set_encoded_next(other, heap_link_key());  // what a free block would hold
+  deallocate(p);
+  EXPECT_EQ(allocate(64), p) << "freed, and at the head of the thread's list";
+  deallocate(p);
+  deallocate(other);
 }
 
 }  // namespace

@@ -12,9 +12,45 @@
 namespace mempool::detail {
 
 // The link stored in the first word of every free block.
+//
+// The heap stores it encoded, next ^ key (the pools plainly, key 0), with a random
+// key whose low three bits are not all zero and whose top two bytes differ. Then a
+// decoded link is plausible only when it is 8-aligned and below 2^47, and
+//  - bytes a program wrote into a freed block (zeros, a pointer, an 8-aligned
+//    integer, any one byte repeated) never decode as plausible: the pop that
+//    would follow the link reports "free list corrupted" instead of jumping;
+//  - a live block's first word looks like a link only by a one-in-2^20 chance
+//    (the heap clears it when it hands a block out), so "plausible" on free is
+//    cheap grounds to look for the block in the free lists: a double free.
+// glibc's safe-linking (next ^ (address >> 12)) has the first property without a
+// secret; its tcache key in the second word gives the second, and the heap's
+// 8-byte blocks have no second word.
 struct FreeBlock {
   FreeBlock* next;
+
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t link_word() const noexcept {
+    return reinterpret_cast<std::uintptr_t>(next);
+  }
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE FreeBlock* decoded_next(std::uintptr_t key) const noexcept {
+    return reinterpret_cast<FreeBlock*>(link_word() ^ key);
+  }
+  MEMPOOL_ALWAYS_INLINE void set_encoded_next(FreeBlock* n, std::uintptr_t key) noexcept {
+    next = reinterpret_cast<FreeBlock*>(reinterpret_cast<std::uintptr_t>(n) ^ key);
+  }
 };
+
+// Bits that no block address has: above the 47-bit user address space, and below
+// the 8-byte alignment of every block.
+inline constexpr std::uintptr_t kImplausibleLinkBits =
+    ~((std::uintptr_t{1} << 47) - 1) | std::uintptr_t{7};
+
+MEMPOOL_ALWAYS_INLINE bool plausible_link(const FreeBlock* decoded) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(decoded) & kImplausibleLinkBits) == 0;
+}
+
+// A fresh random key with the properties above (getrandom, else the kernel's
+// AT_RANDOM bytes mixed with the clock).
+MEMPOOL_API std::uintptr_t new_link_key() noexcept;
 
 // A detached chain of free blocks: first .. last, `count` long, last->next unspecified.
 struct FreeChain {

@@ -46,6 +46,10 @@ class MEMPOOL_API ThreadCache {
   std::int32_t rooms[kHeapClassCount] = {};
 #endif
   std::uint32_t maxes[kHeapClassCount] = {};  // flush thresholds; 0 until a class is used
+  // The heap's link key (free_list.hpp), copied here when the cache becomes active
+  // so that the hit path reaches it from the TLS base like the lists. 0 before:
+  // the one block an unset cache may hold is re-encoded when it activates.
+  std::uintptr_t link_key = 0;
 
   MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
 #if defined(__SANITIZE_THREAD__)
@@ -137,28 +141,56 @@ MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_T
 
 // Checked builds: marks a block handed out (src/heap/heap.cpp).
 MEMPOOL_API void checked_on_allocate(void* p) noexcept;
+// Stops the process: the link in free block b does not decode to a block.
+[[noreturn]] MEMPOOL_API void heap_free_list_corrupted(const void* b) noexcept;
+// The same, declared as returning so that heap_pop jumps to it: a call to a
+// [[noreturn]] function would give every malloc a stack frame (2 instructions),
+// and non-null so that callers that test the result need not keep their arguments.
+__attribute__((returns_nonnull)) MEMPOOL_API void* heap_pop_corrupted(const void* b) noexcept;
+// The link after free block b, checked: the slow paths that walk lists use it.
+inline FreeBlock* heap_checked_next(const FreeBlock* b, std::uintptr_t key) noexcept {
+  FreeBlock* next = b->decoded_next(key);
+  if (MEMPOOL_UNLIKELY(!plausible_link(next))) heap_free_list_corrupted(b);
+  return next;
+}
+// p's first word decodes to a plausible link: stops the process if p is in this
+// thread's list or the central cache (a double free), else frees it.
+MEMPOOL_API void heap_free_suspect(void* p, std::size_t c) noexcept;
 
 // A block of class c from the calling thread's cache, or nullptr on a miss.
 MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   FreeBlock* b = t.heads[c];
   if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
-  t.heads[c] = b->next;
+  FreeBlock* next = b->decoded_next(t.link_key);
+  if (MEMPOOL_UNLIKELY(!plausible_link(next))) return heap_pop_corrupted(b);
+  t.heads[c] = next;
+  b->next = nullptr;  // decodes to the key: not plausible, so its free is not suspect
   t.set_room(c, t.room(c) + 1);
   if constexpr (kChecked) checked_on_allocate(b);
   return b;
 }
 
-// Pushes p (a block of class c) on the calling thread's cache; past the list's
-// threshold a batch goes back to the central cache.
-MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
+// Pushes p (a block of class c) on the calling thread's cache, unchecked; past
+// the list's threshold a batch goes back to the central cache.
+MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(FreeBlock* b, std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
-  auto* b = static_cast<FreeBlock*>(p);
-  b->next = t.heads[c];
+  b->set_encoded_next(t.heads[c], t.link_key);
   t.heads[c] = b;
   const std::int32_t room = t.room(c) - 1;
   t.set_room(c, room);
   if (MEMPOOL_UNLIKELY(room < 0)) t.flush(c);
+}
+
+// free's hit path: a block whose first word decodes to a plausible link may be
+// free already, and is looked for first.
+MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
+  auto* b = static_cast<FreeBlock*>(p);
+  if (MEMPOOL_UNLIKELY(plausible_link(b->decoded_next(tls_thread_cache.link_key)))) {
+    heap_free_suspect(p, c);
+    return;
+  }
+  heap_push_to_cache(b, c);
 }
 
 }  // namespace mempool::detail

@@ -1,0 +1,48 @@
+#include <sys/auxv.h>
+#include <sys/random.h>
+
+#include <cstdint>
+#include <cstring>
+#include <ctime>
+
+#include "mempool/detail/free_list.hpp"
+
+namespace mempool::detail {
+
+namespace {
+
+// splitmix64's finaliser: every input bit reaches every output bit, so the key
+// does not reveal the AT_RANDOM bytes (glibc's stack and pointer guards).
+std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15u;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t random_word() noexcept {
+  std::uint64_t word = 0;
+  // GRND_NONBLOCK: at early boot the pool may not be ready; never wait for it.
+  if (::getrandom(&word, sizeof word, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof word))
+    return word;
+  std::uint64_t seed[2] = {};
+  if (const auto bytes = ::getauxval(AT_RANDOM); bytes != 0)
+    std::memcpy(seed, reinterpret_cast<const void*>(bytes), sizeof seed);
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return mix(seed[0] ^ mix(seed[1] ^ static_cast<std::uint64_t>(now.tv_nsec) ^
+                           reinterpret_cast<std::uintptr_t>(&now)));
+}
+
+}  // namespace
+
+std::uintptr_t new_link_key() noexcept {
+  std::uintptr_t key = random_word();
+  if ((key & 7) == 0) key |= 1;  // zeros and 8-aligned words decode misaligned
+  // One byte repeated (0x41 fill, 0xff) decodes with a zero top two bytes only if
+  // the key's two top bytes are equal.
+  if ((key >> 56) == ((key >> 48) & 0xff)) key ^= std::uintptr_t{1} << 63;
+  return key;
+}
+
+}  // namespace mempool::detail
