@@ -52,9 +52,9 @@ constexpr Grid kGrids[] = {
 
 }  // namespace
 
-void add_after_free_cases(std::vector<Case>& cases) {
-  add_grids(cases, kGrids);
-  add(cases, kCases);
+void add_after_free_cases(CaseList& cases) {
+  cases.add_grids(kGrids);
+  cases.add(kCases);
 }
 
 }  // namespace misuse

@@ -193,12 +193,12 @@ constexpr Case kRefusedCases[] = {
 
 }  // namespace
 
-void add_realloc_cases(std::vector<Case>& cases) {
-  add(cases, kBadPointerCases);
+void add_realloc_cases(CaseList& cases) {
+  cases.add(kBadPointerCases);
 }
 
-void add_refused_cases(std::vector<Case>& cases) {
-  add(cases, kRefusedCases);
+void add_refused_cases(CaseList& cases) {
+  cases.add(kRefusedCases);
 }
 
 }  // namespace misuse

@@ -84,9 +84,9 @@ constexpr Grid kGrids[] = {
 
 }  // namespace
 
-void add_bad_pointer_cases(std::vector<Case>& cases) {
-  add(cases, kCases);
-  add_grids(cases, kGrids);
+void add_bad_pointer_cases(CaseList& cases) {
+  cases.add(kCases);
+  cases.add_grids(kGrids);
 }
 
 }  // namespace misuse

@@ -100,9 +100,9 @@ constexpr Grid kGrids[] = {
 
 }  // namespace
 
-void add_double_free_cases(std::vector<Case>& cases) {
-  add_grids(cases, kGrids);
-  add(cases, kOthers);
+void add_double_free_cases(CaseList& cases) {
+  cases.add_grids(kGrids);
+  cases.add(kOthers);
 }
 
 }  // namespace misuse

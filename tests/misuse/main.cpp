@@ -7,10 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <iterator>
-#include <string>
-#include <utility>
 
 #include "misuse.hpp"
 
@@ -40,34 +37,56 @@ const char* errno_name(int error) {
   }
 }
 
-// A name or description made here, kept for the life of the program.
-const char* keep(std::string text) {
-  static std::deque<std::string> kept;
-  return kept.emplace_back(std::move(text)).c_str();
-}
-
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
 }  // namespace
 
-void add(std::vector<Case>& cases, std::span<const Case> more) {
-  cases.insert(cases.end(), more.begin(), more.end());
+void CaseList::push(const Case& c) {
+  if (count_ == kMaxCases) setup_failed("more cases than CaseList holds");
+  groups_[count_] = group_;
+  cases_[count_++] = c;
 }
 
-void add_grids(std::vector<Case>& cases, std::span<const Grid> grids) {
+void CaseList::add(std::span<const Case> more) {
+  for (const Case& c : more)
+    push(c);
+}
+
+void CaseList::append(const char* text, const char* e, const char* s) {
+  for (const char* t = text; *t != '\0'; ++t) {
+    if (t[0] == '{' && (t[1] == 'e' || t[1] == 's') && t[2] == '}') {
+      append(t[1] == 'e' ? e : s);
+      t += 2;
+    } else if (used_ + 1 < sizeof text_) {
+      text_[used_++] = *t;
+    } else {
+      setup_failed("more text than CaseList holds");
+    }
+  }
+}
+
+const char* CaseList::finish() {
+  if (used_ == sizeof text_) setup_failed("more text than CaseList holds");
+  text_[used_++] = '\0';
+  const char* made = text_ + start_;
+  start_ = used_;
+  return made;
+}
+
+void CaseList::add_grids(std::span<const Grid> grids) {
   static constexpr Size kNone[] = {{"", 0, ""}};
   for (const Grid& grid : grids) {
     for (const Size& e : grid.extents.empty() ? kNone : grid.extents) {
       for (const Size& s : grid.sizes) {
-        std::string name = std::string(grid.prefix) + "-";
-        if (*e.label != '\0') name += std::string(e.label) + "-";
-        std::string what = replace_all(replace_all(grid.what, "{e}", e.text), "{s}", s.text);
-        cases.push_back({keep(name + s.label + grid.suffix), grid.run, s.bytes, e.bytes,
-                         keep(std::move(what))});
+        append(grid.prefix);
+        append("-");
+        if (*e.label != '\0') {
+          append(e.label);
+          append("-");
+        }
+        append(s.label);
+        append(grid.suffix);
+        const char* name = finish();
+        append(grid.what, e.text, s.text);
+        push({name, grid.run, s.bytes, e.bytes, finish()});
       }
     }
   }
@@ -158,7 +177,7 @@ int main(int argc, char** argv) {
   same_addresses_every_run(argv);
   const struct {
     const char* name;
-    void (*add)(std::vector<Case>&);
+    void (*add)(CaseList&);
   } groups[] = {{"double frees", add_double_free_cases},
                 {"bad pointers freed", add_bad_pointer_cases},
                 {"out of bounds", add_overflow_cases},
@@ -166,11 +185,10 @@ int main(int argc, char** argv) {
                 {"mismatched frees", add_mismatch_cases},
                 {"realloc, usable size of bad pointers", add_realloc_cases},
                 {"requests to refuse", add_refused_cases}};
-  std::vector<Case> cases;
-  std::vector<const char*> group_of;
+  static CaseList cases;
   for (const auto& group : groups) {
+    cases.begin_group(group.name);
     group.add(cases);
-    group_of.resize(cases.size(), group.name);
   }
   if (argc != 2) {
     say("usage: misuse_cases <case> | --list");
@@ -180,7 +198,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     if (list) {
-      for (const char* field : {c.name, "\t", group_of[i], "\t", c.what, "\t"})
+      for (const char* field : {c.name, "\t", cases.group(i), "\t", c.what, "\t"})
         put(field);
       say(c.out_of_reach != nullptr ? c.out_of_reach : "");
     } else if (std::strcmp(argv[1], c.name) == 0) {

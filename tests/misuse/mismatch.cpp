@@ -133,8 +133,8 @@ constexpr Case kCases[] = {
 
 }  // namespace
 
-void add_mismatch_cases(std::vector<Case>& cases) {
-  add(cases, kCases);
+void add_mismatch_cases(CaseList& cases) {
+  cases.add(kCases);
 }
 
 }  // namespace misuse

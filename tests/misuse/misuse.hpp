@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <span>
-#include <vector>
 
 namespace misuse {
 
@@ -59,18 +58,43 @@ struct Grid {
   const char* what;
 };
 inline constexpr std::span<const Size> kNoExtents;
-void add_grids(std::vector<Case>& cases, std::span<const Grid> grids);
+// Every case, in static storage, as are their names and descriptions: a case's
+// wild writes into the heap cannot reach them, and the heap holds nothing of the
+// program's own when a case starts.
+class CaseList {
+ public:
+  void begin_group(const char* name) { group_ = name; }
+  void add(std::span<const Case> more);
+  void add_grids(std::span<const Grid> grids);
+  std::size_t size() const { return count_; }
+  const Case& operator[](std::size_t i) const { return cases_[i]; }
+  const char* group(std::size_t i) const { return groups_[i]; }
 
-void add(std::vector<Case>& cases, std::span<const Case> more);
+ private:
+  void push(const Case& c);
+  // Appends text to the storage, with "{e}" and "{s}" replaced; finish() ends
+  // the string made since the last finish() and returns it.
+  void append(const char* text, const char* e = "", const char* s = "");
+  const char* finish();
+
+  static constexpr std::size_t kMaxCases = 256;
+  Case cases_[kMaxCases] = {};
+  const char* groups_[kMaxCases] = {};
+  std::size_t count_ = 0;
+  const char* group_ = "";
+  char text_[32 * 1024] = {};
+  std::size_t used_ = 0;
+  std::size_t start_ = 0;
+};
 
 // Each file's cases, added in the order of the table.
-void add_double_free_cases(std::vector<Case>& cases);
-void add_bad_pointer_cases(std::vector<Case>& cases);
-void add_overflow_cases(std::vector<Case>& cases);
-void add_after_free_cases(std::vector<Case>& cases);
-void add_mismatch_cases(std::vector<Case>& cases);
-void add_realloc_cases(std::vector<Case>& cases);  // and malloc_usable_size
-void add_refused_cases(std::vector<Case>& cases);
+void add_double_free_cases(CaseList& cases);
+void add_bad_pointer_cases(CaseList& cases);
+void add_overflow_cases(CaseList& cases);
+void add_after_free_cases(CaseList& cases);
+void add_mismatch_cases(CaseList& cases);
+void add_realloc_cases(CaseList& cases);  // and malloc_usable_size
+void add_refused_cases(CaseList& cases);
 
 // Hides a value from the optimizer: it can neither fold a free of a pointer it
 // knows is on the stack, nor pair a malloc with its free, nor warn about either.

@@ -76,8 +76,8 @@ constexpr Grid kGrids[] = {
 
 }  // namespace
 
-void add_overflow_cases(std::vector<Case>& cases) {
-  add_grids(cases, kGrids);
+void add_overflow_cases(CaseList& cases) {
+  cases.add_grids(kGrids);
 }
 
 }  // namespace misuse

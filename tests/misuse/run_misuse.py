@@ -249,10 +249,11 @@ def case_table(cases, outcomes, builds):
         cells = [markdown_cell(outcomes.get(b, {}).get(c.name)) for b in builds]
         lines.append(f"| `{c.name}`{mark} | " + " | ".join(cells) + " |")
     for kind in CLASSES + ["unstable"]:
-        totals = [sum(outcomes.get(b, {}).get(c.name, Outcome("")).kind == kind for c in cases)
-                  for b in builds]
+        totals = [sum(outcomes[b].get(c.name, Outcome("")).kind == kind for c in cases)
+                  if b in outcomes else None for b in builds]
         if any(totals):
-            lines.append(f"| **{kind}** | " + " | ".join(map(str, totals)) + " |")
+            cells = ["" if n is None else str(n) for n in totals]
+            lines.append(f"| **{kind}** | " + " | ".join(cells) + " |")
     notes = [f"- `{c.name}`: {c.out_of_reach}." for c in cases if c.out_of_reach]
     if notes:
         lines += ["", "(†) Out of reach by design:", ""] + notes
@@ -283,6 +284,8 @@ def replace_block(text, marker, lines):
 def documents(cases, recorded):
     """{path: text} of the documents with the tables of the recorded outcomes."""
     outcomes = {b: {name: row[b] for name, row in recorded.items()} for b in COLUMNS}
+    outcomes = {b: results for b, results in outcomes.items()
+                if any(o.kind != NOT_RECORDED for o in results.values())}
     tables = {"misuse-table": case_table(cases, outcomes, COLUMNS),
               "misuse-summary": summary_table(cases, outcomes, COLUMNS)}
     return {path: replace_block(path.read_text(), marker, tables[marker])
