@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <string>
 
 #include "mempool/bitmap_pool.hpp"
 #include "mempool/concurrent_fixed_pool.hpp"
@@ -112,6 +114,29 @@ TEST(MisuseDeathTest, CheckedPoolsAcceptCorrectUse) {
   for (int i = 0; i < 1000; ++i)
     shared.deallocate(shared.allocate());
   SUCCEED();
+}
+
+// Hardened builds (MEMPOOL_HARDENED=1): the pools' links are encoded, so a
+// write into a freed block is caught by the allocation that would follow it.
+TEST(MisuseDeathTest, PoolsCatchAWriteAfterFreeWhenHardened) {
+  if (!detail::kHardened) GTEST_SKIP() << "pools check their links in hardened builds only";
+  const char* corrupted = "free list corrupted \\(write after free\\?\\)";
+  FixedPool fixed(64);
+  void* p = fixed.allocate();
+  fixed.deallocate(p);
+  std::memset(p, 0, 64);
+  EXPECT_DEATH((void)fixed.allocate(), std::string("^mempool: FixedPool: ") + corrupted);
+  ConcurrentFixedPool concurrent(64);
+  void* q = concurrent.allocate();
+  concurrent.deallocate(q);
+  std::memset(q, 0x41, 64);
+  EXPECT_DEATH((void)concurrent.allocate(),
+               std::string("^mempool: ConcurrentFixedPool: ") + corrupted);
+  SizeClassPool classes;
+  void* r = classes.allocate(100);
+  classes.deallocate(r, 100);
+  std::memcpy(r, &q, sizeof q);  // a valid pointer, written raw
+  EXPECT_DEATH((void)classes.allocate(100), corrupted);
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ class MEMPOOL_API ConcurrentFixedPool {
 
   MEMPOOL_ALWAYS_INLINE void* pop_local(Shard& s) noexcept {
     --s.count;
-    void* p = s.free.pop();
+    void* p = s.free.pop("ConcurrentFixedPool");
     if constexpr (detail::kChecked) mark_allocated(p);
     return p;
   }

@@ -53,13 +53,13 @@ class BasicFixedPool {
   // The fast path: pop the free list. Throws std::bad_alloc when the OS refuses
   // a new chunk; live blocks are untouched.
   MEMPOOL_ALWAYS_INLINE void* allocate() {
-    if (MEMPOOL_LIKELY(!free_.empty())) return on_allocated(free_.pop());
+    if (MEMPOOL_LIKELY(!free_.empty())) return on_allocated(free_.pop(name_));
     return allocate_slow_or_throw();
   }
 
   // As allocate(), but nullptr instead of std::bad_alloc.
   MEMPOOL_ALWAYS_INLINE void* try_allocate() noexcept {
-    if (MEMPOOL_LIKELY(!free_.empty())) return on_allocated(free_.pop());
+    if (MEMPOOL_LIKELY(!free_.empty())) return on_allocated(free_.pop(name_));
     return allocate_slow();
   }
 
@@ -92,7 +92,7 @@ class BasicFixedPool {
   template <class F>
   void for_each_allocated(F&& f) const {
     std::vector<const void*> free_blocks;
-    for (const detail::FreeBlock* b = free_.head(); b != nullptr; b = b->next) {
+    for (const detail::FreeBlock* b = free_.head(); b != nullptr; b = detail::pool_next(b)) {
       free_blocks.push_back(b);
     }
     std::sort(free_blocks.begin(), free_blocks.end());

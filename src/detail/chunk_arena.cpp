@@ -105,12 +105,12 @@ FreeChain ChunkArena::carve(std::size_t n) noexcept {
   const std::size_t take = std::min(n, c.blocks - c.carved);
   char* first = c.base + c.carved * layout_.size;
   for (std::size_t i = 0; i + 1 < take; ++i) {
-    reinterpret_cast<FreeBlock*>(first + i * layout_.size)->next =
-        reinterpret_cast<FreeBlock*>(first + (i + 1) * layout_.size);
+    set_pool_next(reinterpret_cast<FreeBlock*>(first + i * layout_.size),
+                  reinterpret_cast<FreeBlock*>(first + (i + 1) * layout_.size));
   }
   chain.first = reinterpret_cast<FreeBlock*>(first);
   chain.last = reinterpret_cast<FreeBlock*>(first + (take - 1) * layout_.size);
-  chain.last->next = nullptr;
+  set_pool_next(chain.last, nullptr);
   chain.count = take;
   c.carved += take;
   return chain;

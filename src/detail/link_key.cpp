@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "mempool/detail/error.hpp"
 #include "mempool/detail/free_list.hpp"
 
 namespace mempool::detail {
@@ -43,6 +44,10 @@ std::uintptr_t new_link_key() noexcept {
   // the key's two top bytes are equal.
   if ((key >> 56) == ((key >> 48) & 0xff)) key ^= std::uintptr_t{1} << 63;
   return key;
+}
+
+void pool_free_list_corrupted(const char* owner, const void* b) noexcept {
+  fatal_misuse(owner, b, "free list corrupted (write after free?)");
 }
 
 }  // namespace mempool::detail

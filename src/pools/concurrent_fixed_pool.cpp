@@ -75,7 +75,7 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
     s.count -= static_cast<std::uint32_t>(chain.count);
     depot_add(chain.count);
     if (whole_batches) {
-      chain.last->next = nullptr;
+      detail::set_pool_next(chain.last, nullptr);
       batches.push(chain.first);
     } else {
       singles.push_chain(chain);
@@ -129,7 +129,7 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
       singles.push_chain(all.take_all());  // no memory to sort them: release nothing
       return 0;
     }
-    for (detail::FreeBlock* b = all.head(); b != nullptr; b = b->next)
+    for (detail::FreeBlock* b = all.head(); b != nullptr; b = detail::pool_next(b))
       blocks.push_back(b);
     const std::size_t released = arena.release_free_chunks(blocks);
     carved.fetch_sub(n - blocks.size(), std::memory_order_relaxed);  // unmapped with their chunks
@@ -148,12 +148,12 @@ struct ConcurrentFixedPool::State final : detail::ThreadExitListener {
     detail::FreeChain chain;
     if (from == to) return chain;
     for (std::size_t k = from; k + 1 < to; ++k) {
-      static_cast<detail::FreeBlock*>(blocks[k])->next =
-          static_cast<detail::FreeBlock*>(blocks[k + 1]);
+      detail::set_pool_next(static_cast<detail::FreeBlock*>(blocks[k]),
+                            static_cast<detail::FreeBlock*>(blocks[k + 1]));
     }
     chain.first = static_cast<detail::FreeBlock*>(blocks[from]);
     chain.last = static_cast<detail::FreeBlock*>(blocks[to - 1]);
-    chain.last->next = nullptr;
+    detail::set_pool_next(chain.last, nullptr);
     chain.count = to - from;
     return chain;
   }
@@ -230,7 +230,7 @@ void* ConcurrentFixedPool::allocate_slow() noexcept {
       if (detail::FreeBlock* first = st.batches.pop()) {
         p = first;
         st.depot_sub(1);  // the rest of the batch stays in the depot, as singles
-        st.singles.push_chain(detail::chain_from(first->next));
+        st.singles.push_chain(detail::chain_from(detail::pool_next(first)));
       }
     }
     if (p == nullptr) {
@@ -239,7 +239,8 @@ void* ConcurrentFixedPool::allocate_slow() noexcept {
       p = fresh.first;
       if (fresh.count > 1) {
         st.depot_add(fresh.count - 1);
-        st.singles.push_chain(detail::FreeChain{fresh.first->next, fresh.last, fresh.count - 1});
+        st.singles.push_chain(
+            detail::FreeChain{detail::pool_next(fresh.first), fresh.last, fresh.count - 1});
       }
     }
     if constexpr (detail::kChecked) mark_allocated(p);

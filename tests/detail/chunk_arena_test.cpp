@@ -42,7 +42,7 @@ TEST(ChunkArena, CarveChainIsLinked) {
   const FreeChain c = arena.carve(10);
   ASSERT_EQ(c.count, 10u);
   std::size_t n = 1;
-  for (FreeBlock* b = c.first; b != c.last; b = b->next)
+  for (FreeBlock* b = c.first; b != c.last; b = pool_next(b))
     ++n;
   EXPECT_EQ(n, 10u);
 }

@@ -112,11 +112,18 @@ class BasicAtomicStack {
   // The racy read described at the top: another thread may be writing the
   // block right now. Excluded from ThreadSanitizer because the value is only
   // used if the CAS proves nobody did.
+  // Links are encoded like the pools' lists (kPoolLinkKey), whose chains become
+  // the stack's; a stale read may decode to anything, so nothing checks it here.
   __attribute__((no_sanitize("thread"))) static FreeBlock* load_link(FreeBlock* b) noexcept {
-    return __atomic_load_n(link(b), __ATOMIC_RELAXED);
+    return reinterpret_cast<FreeBlock*>(
+        reinterpret_cast<std::uintptr_t>(__atomic_load_n(link(b), __ATOMIC_RELAXED)) ^
+        kPoolLinkKey);
   }
   static void store_link(FreeBlock* b, FreeBlock* next) noexcept {
-    __atomic_store_n(link(b), next, __ATOMIC_RELAXED);
+    __atomic_store_n(
+        link(b),
+        reinterpret_cast<FreeBlock*>(reinterpret_cast<std::uintptr_t>(next) ^ kPoolLinkKey),
+        __ATOMIC_RELAXED);
   }
 
   Head head_{nullptr, 0};

@@ -23,6 +23,12 @@
 #define MEMPOOL_CHECKED_BUILD 0
 #endif
 
+#if defined(MEMPOOL_HARDENED) && MEMPOOL_HARDENED
+#define MEMPOOL_HARDENED_BUILD 1
+#else
+#define MEMPOOL_HARDENED_BUILD 0
+#endif
+
 namespace mempool::detail {
 
 // 128-bit integers for multiply-high and the 16-byte CAS (a GCC/Clang extension).
@@ -31,6 +37,10 @@ __extension__ typedef unsigned __int128 uint128;  // NOLINT(modernize-use-using)
 // True in builds configured with MEMPOOL_CHECKED=ON (the `checked` preset): the
 // pools verify every free against their own metadata.
 inline constexpr bool kChecked = MEMPOOL_CHECKED_BUILD != 0;
+
+// True where MEMPOOL_HARDENED=1 is defined: the pools encode and check their
+// free-list links too (free_list.hpp), which the default build leaves plain.
+inline constexpr bool kHardened = MEMPOOL_HARDENED_BUILD != 0;
 
 // 64 bytes on every x86-64 and most AArch64 parts. std::hardware_destructive_
 // interference_size is not used because GCC warns that it may change between
