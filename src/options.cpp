@@ -137,6 +137,7 @@ HeapOptions read_heap_options() noexcept {
   read_bytes("MEMPOOL_TOTAL_THREAD_CACHE_BYTES", 0, &o.total_thread_cache_bytes);
   read_bytes("MEMPOOL_DIRECT_MAP_THRESHOLD", std::size_t{256} * 1024, &o.direct_map_threshold);
   read_bytes("MEMPOOL_DIRECT_CACHE_BYTES", 0, &o.direct_cache_bytes);
+  read_bytes("MEMPOOL_MEMORY_LIMIT", 0, &o.memory_limit);
   read_ms("MEMPOOL_DECAY_MS", &o.decay_ms);
   if (o.verbose) {
     char a[24], b[24], c[24], d[24];
@@ -150,6 +151,8 @@ HeapOptions read_heap_options() noexcept {
     write_stderr_line(
         "options: MEMPOOL_DIRECT_CACHE_BYTES=", to_decimal(o.direct_cache_bytes, a),
         " MEMPOOL_DECAY_MS=", o.decay_ms == kNeverDecay ? "never" : to_decimal(o.decay_ms, b));
+    write_stderr_line("options: MEMPOOL_MEMORY_LIMIT=",
+                      o.memory_limit == 0 ? "0 (none)" : to_decimal(o.memory_limit, c));
   }
   return o;
 }

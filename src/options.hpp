@@ -15,6 +15,7 @@ struct HeapOptions {
   std::size_t total_thread_cache_bytes = std::size_t{32} << 20;  // MEMPOOL_TOTAL_THREAD_CACHE_BYTES
   std::size_t direct_map_threshold = std::size_t{64} << 20;      // MEMPOOL_DIRECT_MAP_THRESHOLD
   std::size_t direct_cache_bytes = std::size_t{256} << 20;       // MEMPOOL_DIRECT_CACHE_BYTES
+  std::size_t memory_limit = 0;                                  // MEMPOOL_MEMORY_LIMIT (0: none)
   std::uint64_t decay_ms = 1000;  // MEMPOOL_DECAY_MS (kNeverDecay: "never" or -1)
   bool show_stats = false;        // MEMPOOL_SHOW_STATS
   bool verbose = false;           // MEMPOOL_VERBOSE

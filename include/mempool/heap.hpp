@@ -90,28 +90,62 @@ MEMPOOL_API void deallocate(void* p, std::size_t n, std::align_val_t alignment) 
 // caches' spare batches and every free page of the page heap.
 MEMPOOL_API void collect() noexcept;
 
+// The soft memory limit (tcmalloc's): a number of resident bytes (HeapStats::
+// bytes_resident: mapped and not given back to the OS), 0 for none (the default,
+// or MEMPOOL_MEMORY_LIMIT). When the heap must grow past it (map memory, or fault
+// in pages it gave back), it first gives back its free pages and cached mappings,
+// then, at most once per sixteenth of the limit it grows by, the calling thread's
+// cache and the central cache's kept batches (spans left empty go back too). If
+// that is not enough it grows anyway: the limit never makes an allocation fail.
+// Other threads' caches are theirs: they shrink as those threads flush.
+MEMPOOL_API void set_memory_limit(std::size_t bytes) noexcept;
+[[nodiscard]] MEMPOOL_API std::size_t memory_limit() noexcept;
+
 // The heap's size classes: 1 byte to 256 KiB. Larger requests get whole pages.
 inline constexpr std::size_t kHeapMaxSmallSize = std::size_t{256} * 1024;
 inline constexpr std::size_t kHeapMaxClasses = 128;
 
+// One size class. Its spans hold its blocks and a tail too short for one more:
+//   bytes_reserved = (blocks_in_use + blocks_in_thread_caches + blocks_in_central_cache)
+//                    x block_size + the spans' tails.
 struct HeapClassStats {
-  std::size_t block_size = 0;      // bytes per block of this class
-  std::size_t blocks_in_use = 0;   // handed to the program and not freed
-  std::size_t blocks_cached = 0;   // free, in thread caches and the central cache
-  std::size_t bytes_reserved = 0;  // bytes of the spans that hold this class
+  std::size_t block_size = 0;               // bytes per block of this class
+  std::size_t blocks_in_use = 0;            // handed to the program and not freed
+  std::size_t bytes_in_use = 0;             // blocks_in_use x block_size
+  std::size_t blocks_cached = 0;            // free and ready: thread caches and kept batches
+  std::size_t blocks_in_thread_caches = 0;  // free, in the threads' caches
+  std::size_t blocks_in_central_cache = 0;  // free, in kept batches and in spans (carved or not)
+  std::size_t spans = 0;                    // spans carved into this class
+  std::size_t bytes_reserved = 0;           // bytes of those spans
 };
 
-// A snapshot. Other threads keep running while it is taken, so the numbers of a
-// busy heap are approximate (each is exact when the heap is quiet).
+// A snapshot, taken without allocating, from any thread. Other threads keep
+// running while it is taken, so the numbers of a busy heap are approximate; when
+// the heap is quiet (no other thread allocating or freeing) each is exact and
+//   bytes_mapped = bytes_in_use + bytes_in_thread_caches + bytes_in_central_cache
+//                  + bytes_free_in_page_heap + bytes_returned_to_os + bytes_span_tails
+// (bytes_metadata comes on top: what the heap took from the OS is their sum).
 struct HeapStats {
-  std::size_t bytes_in_use = 0;             // handed to the program: small blocks and large spans
+  std::size_t bytes_in_use = 0;             // handed to the program: small blocks, large spans
+                                            // and direct mappings
   std::size_t bytes_in_thread_caches = 0;   // free blocks held by thread caches
   std::size_t bytes_in_central_cache = 0;   // free blocks held by the central cache and its spans
-  std::size_t bytes_free_in_page_heap = 0;  // free pages still resident
+  std::size_t bytes_free_in_page_heap = 0;  // free pages still resident, cached mappings included
+  std::size_t bytes_returned_to_os = 0;     // free pages given back (madvise) or never touched
+  std::size_t bytes_span_tails = 0;         // ends of small spans too short for a block
   std::size_t bytes_mapped = 0;             // everything mapped from the OS, heap metadata aside
-  std::size_t bytes_returned_to_os = 0;     // free pages currently given back (madvise)
-  std::size_t bytes_metadata = 0;           // spans, page map leaves, thread caches
+  std::size_t bytes_mapped_peak = 0;        // the most bytes_mapped has been
+  std::size_t bytes_resident = 0;           // bytes_mapped - bytes_returned_to_os: what the
+                                            // memory limit compares (an upper bound)
+  std::size_t bytes_metadata = 0;           // spans, page map leaves, checked-build bitmaps
   std::size_t large_blocks_in_use = 0;      // blocks over kHeapMaxSmallSize
+  std::size_t direct_mappings = 0;          // of those, blocks in a mapping of their own
+  std::size_t bytes_direct = 0;             // their bytes (part of bytes_in_use)
+  std::size_t cached_mappings = 0;          // freed direct mappings kept for reuse
+  std::size_t bytes_cached_mappings = 0;    // their bytes (part of bytes_free_in_page_heap)
+  std::size_t free_spans = 0;               // runs of free pages in the page heap
+  std::size_t memory_limit = 0;             // set_memory_limit (0: none)
+  std::size_t memory_limit_hits = 0;        // growths that found the heap above the limit
   std::size_t thread_caches = 0;            // threads with a cache now
   std::size_t class_count = 0;              // entries of `classes` in use
   HeapClassStats classes[kHeapMaxClasses];

@@ -36,7 +36,16 @@ size_t mp_usable_size(const void* p) MEMPOOL_NOEXCEPT;
 int mp_owns(const void* p) MEMPOOL_NOEXCEPT;
 /* Gives free memory back to the OS now (see mempool::collect). */
 void mp_collect(void) MEMPOOL_NOEXCEPT;
-/* Writes the heap statistics as a table to `out` (stderr when NULL). */
+/* The soft memory limit in bytes, 0 for none (see mempool::set_memory_limit):
+ * before the heap grows past it, free memory goes back to the OS and the calling
+ * thread's and the central cache's blocks to the page heap; if that is not enough
+ * the heap grows anyway (no allocation fails because of it). It counts resident
+ * bytes: mapped and not given back. MEMPOOL_MEMORY_LIMIT sets it at start; this
+ * call overrides it. */
+void mp_set_memory_limit(size_t bytes) MEMPOOL_NOEXCEPT;
+size_t mp_memory_limit(void) MEMPOOL_NOEXCEPT;
+/* Writes the heap statistics as a table to `out` (stderr when NULL): totals, the
+ * memory limit, and a row per size class that holds spans. */
 void mp_stats_print(FILE* out) MEMPOOL_NOEXCEPT;
 
 #ifdef __cplusplus

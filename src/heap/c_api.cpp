@@ -101,4 +101,12 @@ void mp_collect(void) noexcept {
   mempool::collect();
 }
 
+void mp_set_memory_limit(size_t bytes) noexcept {
+  mempool::set_memory_limit(bytes);
+}
+
+size_t mp_memory_limit(void) noexcept {
+  return mempool::memory_limit();
+}
+
 }  // extern "C"

@@ -72,6 +72,8 @@ bool apply_options() noexcept {
   g_page_heap.set_direct_cache_bytes(options.direct_cache_bytes);
   g_page_heap.set_decay_ms(options.decay_ms == kNeverDecay ? PageHeap::kNoDecay : options.decay_ms);
   set_thread_cache_budget(options.thread_cache_bytes, options.total_thread_cache_bytes);
+  // Only when set: a limit the program set before the heap started stays.
+  if (options.memory_limit != 0) g_page_heap.set_memory_limit(options.memory_limit);
   g_direct_map_threshold = options.direct_map_threshold;
   g_verbose = options.verbose;
   if (options.show_stats) {
@@ -101,16 +103,31 @@ MEMPOOL_ALWAYS_INLINE void ensure_ready() noexcept {
   if (MEMPOOL_UNLIKELY(!g_ready.load(std::memory_order_acquire))) heap_init();
 }
 
+// The page heap refused to grow past the soft memory limit (page_heap.hpp). With
+// no lock held, the calling thread's cache and the central cache's kept batches
+// go back, and the spans they empty with them; then the heap may grow. Other
+// threads' caches are left to their threads.
+MEMPOOL_COLD bool give_back_for_limit() noexcept {
+  if (!PageHeap::take_limit_refusal()) return false;  // out of memory, not the limit
+  if (tls_thread_cache.state() == ThreadCacheState::kActive) tls_thread_cache.release_all();
+  g_central_cache.drain();
+  return true;
+}
+
+Span* allocate_span(std::size_t n, std::size_t alignment) noexcept {
+  if (n >= g_direct_map_threshold) return g_page_heap.map_direct(n, alignment);
+  const std::size_t pages = (n + kHeapPageSize - 1) >> kHeapPageShift;
+  const std::size_t align_pages = alignment > kHeapPageSize ? alignment >> kHeapPageShift : 1;
+  return g_page_heap.allocate(pages, align_pages);
+}
+
 void* allocate_large(std::size_t n, std::size_t alignment) noexcept {
   ensure_ready();
   if (n > kHeapMaxRequest || alignment > kHeapMaxRequest) return nullptr;
-  Span* s;
-  if (n >= g_direct_map_threshold) {
-    s = g_page_heap.map_direct(n, alignment);
-  } else {
-    const std::size_t pages = (n + kHeapPageSize - 1) >> kHeapPageShift;
-    const std::size_t align_pages = alignment > kHeapPageSize ? alignment >> kHeapPageShift : 1;
-    s = g_page_heap.allocate(pages, align_pages);
+  Span* s = allocate_span(n, alignment);
+  if (s == nullptr && give_back_for_limit()) {
+    PageHeap::GrowPastLimit grow;
+    s = allocate_span(n, alignment);
   }
   if (s == nullptr) return nullptr;
   g_large_blocks.fetch_add(1, std::memory_order_relaxed);
@@ -171,8 +188,18 @@ void* heap_pop_corrupted(const void* b) noexcept {
   heap_free_list_corrupted(b);
 }
 
+namespace {
+// A refill the memory limit refused: once more, after the caches went back.
+MEMPOOL_COLD void* refill_past_limit(std::size_t c) noexcept {
+  if (!give_back_for_limit()) return nullptr;
+  PageHeap::GrowPastLimit grow;
+  return tls_thread_cache.refill(c);
+}
+}  // namespace
+
 void* heap_allocate_class_miss(std::size_t c) noexcept {
   void* p = tls_thread_cache.refill(c);
+  if (MEMPOOL_UNLIKELY(p == nullptr)) p = refill_past_limit(c);
   if constexpr (kChecked) {
     if (p != nullptr) checked_on_allocate(p);
   }
@@ -395,6 +422,15 @@ bool owns(const void* p) noexcept {
 Heap& Heap::global() noexcept {
   static constinit Heap heap;
   return heap;
+}
+
+void set_memory_limit(std::size_t bytes) noexcept {
+  detail::heap_ensure_ready();  // MEMPOOL_MEMORY_LIMIT first, so that this call wins
+  detail::g_page_heap.set_memory_limit(bytes);
+}
+
+std::size_t memory_limit() noexcept {
+  return detail::g_page_heap.memory_limit();
 }
 
 void collect() noexcept {

@@ -3,6 +3,8 @@
 #include <time.h>
 
 #include <initializer_list>
+
+#include "mempool/detail/heap_thread_cache.hpp"  // MEMPOOL_TLS_MODEL
 #include "mempool/detail/os.hpp"
 #include "metadata.hpp"
 #include "page_map.hpp"
@@ -12,6 +14,11 @@ namespace mempool::detail {
 constinit PageHeap g_page_heap;
 
 namespace {
+
+// The soft memory limit's flags (page_heap.hpp): this thread's last growth was
+// refused; this thread's growth is not to be refused now.
+constinit thread_local bool t_limit_refused MEMPOOL_TLS_MODEL = false;
+constinit thread_local bool t_grow_past_limit MEMPOOL_TLS_MODEL = false;
 
 Span* span_at_page(std::uintptr_t page) noexcept {
   return g_page_map.lookup(address_as(page << kHeapPageShift));
@@ -72,11 +79,13 @@ void PageHeap::list(Span* s) noexcept {
   s->size_class = 0;
   list_for(s).push_front(s);
   (s->released ? free_released_pages_ : free_resident_pages_) += s->pages;
+  ++free_spans_;
 }
 
 void PageHeap::unlist(Span* s) noexcept {
   list_for(s).remove(s);
   (s->released ? free_released_pages_ : free_resident_pages_) -= s->pages;
+  --free_spans_;
 }
 
 Span* PageHeap::find_free(std::size_t pages) noexcept {
@@ -111,7 +120,7 @@ bool PageHeap::grow(std::size_t pages) noexcept {
     os_unmap(memory, region << kHeapPageShift);
     return false;
   }
-  mapped_bytes_ += region << kHeapPageShift;
+  add_mapped(region << kHeapPageShift);
   s->start = reinterpret_cast<std::uintptr_t>(memory);
   s->pages = region;
   s->released = true;  // never touched: not resident
@@ -144,7 +153,7 @@ bool PageHeap::move_grow(std::size_t pages) noexcept {
   unlist(best);
   g_page_map.set(best->first_page(), nullptr);
   g_page_map.set(best->last_page(), nullptr);
-  mapped_bytes_ += bytes - best->bytes();
+  add_mapped(bytes - best->bytes());
   best->start = reinterpret_cast<std::uintptr_t>(target);
   best->pages = pages;
   best->released = false;
@@ -196,6 +205,12 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
   std::lock_guard<std::mutex> lock(mutex_);
   if (decay_ms_ != kNoDecay) decay_locked(now_ms(), unmaps);
   Span* s = find_free(want);
+  // Growth: fresh pages, or pages given back that fault in again.
+  if (s == nullptr || s->released) {
+    const LimitCheck limit = check_limit(want << kHeapPageShift, nullptr, unmaps);
+    if (limit == LimitCheck::kRefuse) return nullptr;
+    if (limit == LimitCheck::kGrow) s = find_free(want);  // the free pages went back
+  }
   if (s == nullptr) {
     // Out of memory: the cached mappings go first (an address-space limit counts them).
     if (!move_grow(want) && !grow(want) && !(drop_direct_cache() && grow(want))) return nullptr;
@@ -445,7 +460,7 @@ bool PageHeap::grow_direct(Span*& s, std::size_t pages, std::size_t alignment) n
   s->start = reinterpret_cast<std::uintptr_t>(q);
   s->pages = pages;
   g_page_map.set_range(first, pages, s);
-  mapped_bytes_ += bytes - old_bytes;
+  add_mapped(bytes - old_bytes);
   return true;
 }
 
@@ -470,6 +485,9 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
         s = c;
       }
     }
+    const std::size_t growth = s == nullptr ? pages : s->pages < pages ? pages - s->pages : 0;
+    if (growth != 0 && check_limit(growth << kHeapPageShift, s, unmaps) == LimitCheck::kRefuse)
+      return nullptr;
     if (s != nullptr) {
       uncache(s);
       s->state = SpanState::kDirect;  // ours now: a racing free of it is misuse, not a hit
@@ -477,6 +495,7 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
         trim_direct(s, pages, unmaps);
         s->reused = true;
         direct_bytes_ += s->bytes();
+        ++direct_in_use_;
         return s;
       }
     }
@@ -486,6 +505,7 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
       std::lock_guard<std::mutex> lock(mutex_);
       s->reused = true;
       direct_bytes_ += s->bytes();
+      ++direct_in_use_;
       return s;
     }
     // The OS refused: the old mapping goes back to the cache, a fresh one is tried.
@@ -512,8 +532,9 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
   s->state = SpanState::kDirect;
   s->reused = false;
   g_page_map.set_range(first, pages, s);
-  mapped_bytes_ += s->bytes();
+  add_mapped(s->bytes());
   direct_bytes_ += s->bytes();
+  ++direct_in_use_;
   return s;
 }
 
@@ -548,6 +569,7 @@ void PageHeap::unmap_direct(Span* s) noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     direct_bytes_ -= s->bytes();
+    --direct_in_use_;
   }
   unmap_direct_cached(s);
 }
@@ -562,7 +584,68 @@ PageHeapStats PageHeap::stats() const noexcept {
   st.bytes_direct = direct_bytes_;
   st.bytes_direct_cached = direct_cached_bytes_;
   st.direct_cached = direct_cached_;
+  st.direct_in_use = direct_in_use_;
+  st.free_spans = free_spans_;
+  st.bytes_mapped_peak = mapped_peak_;
+  st.limit_hits = limit_hits_;
   return st;
+}
+
+void PageHeap::add_mapped(std::size_t bytes) noexcept {
+  mapped_bytes_ += bytes;
+  if (mapped_bytes_ > mapped_peak_) mapped_peak_ = mapped_bytes_;
+}
+
+// Mapped and not given back: free pages given back (or never touched) aside. An
+// upper bound of what the heap holds in memory (blocks in use may be untouched).
+std::size_t PageHeap::resident_bytes() const noexcept {
+  return mapped_bytes_ - (free_released_pages_ << kHeapPageShift);
+}
+
+void PageHeap::set_memory_limit(std::size_t bytes) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_limit_.store(bytes, std::memory_order_relaxed);
+  next_refusal_ = 0;
+}
+
+bool PageHeap::take_limit_refusal() noexcept {
+  const bool refused = t_limit_refused;
+  t_limit_refused = false;
+  return refused;
+}
+
+PageHeap::GrowPastLimit::GrowPastLimit() noexcept {
+  t_grow_past_limit = true;
+}
+
+PageHeap::GrowPastLimit::~GrowPastLimit() {
+  t_grow_past_limit = false;
+}
+
+// tcmalloc's soft limit: above it, memory the heap holds but nobody uses goes
+// back before the heap grows; below it, or when that is not enough, it grows.
+PageHeap::LimitCheck PageHeap::check_limit(std::size_t bytes, const Span* keep,
+                                           Unmaps& out) noexcept {
+  const std::size_t limit = memory_limit_.load(std::memory_order_relaxed);
+  if (limit == 0 || resident_bytes() + bytes <= limit) {
+    next_refusal_ = 0;
+    return LimitCheck::kBelow;
+  }
+  ++limit_hits_;
+  release_down_to(0);
+  for (Span* s = direct_cache_.first(); s != nullptr;) {
+    Span* next = s->next;  // evict() takes s off the list
+    if (s != keep) evict(s, out);
+    s = next;
+  }
+  const std::size_t after = resident_bytes() + bytes;
+  if (after <= limit || after <= next_refusal_ || t_grow_past_limit) return LimitCheck::kGrow;
+  // The caches are emptied now; not again before the heap has grown by a step.
+  const std::size_t step =
+      limit / 16 > (kRegionPages << kHeapPageShift) ? limit / 16 : kRegionPages << kHeapPageShift;
+  next_refusal_ = after + step;
+  t_limit_refused = true;
+  return LimitCheck::kRefuse;
 }
 
 }  // namespace mempool::detail

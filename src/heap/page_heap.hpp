@@ -6,8 +6,17 @@
 // small cache, within a byte budget and the same decay, for the next huge block
 // (trimmed or grown with mremap to its size). One mutex; it is taken only when a
 // span is created or freed, never on the thread-cache path.
+//
+// The soft memory limit (set_memory_limit) is checked only where the heap is about
+// to grow: before it maps memory or faults in pages it gave back. Above the limit
+// it first gives back its own free pages and cached mappings; if that is not
+// enough, allocate and map_direct answer nullptr once (marking the calling thread,
+// take_limit_refusal) so that the heap, with no lock held, can empty its caches
+// into the page heap and ask again inside a GrowPastLimit scope, where growth is
+// never refused: the limit never fails an allocation.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -24,6 +33,10 @@ struct PageHeapStats {
   std::size_t bytes_direct = 0;         // direct mappings in use
   std::size_t bytes_direct_cached = 0;  // freed direct mappings kept for reuse (resident)
   std::size_t direct_cached = 0;        // how many
+  std::size_t direct_in_use = 0;        // direct mappings in use
+  std::size_t free_spans = 0;           // free spans, resident or given back
+  std::size_t bytes_mapped_peak = 0;    // the most bytes_mapped has been
+  std::size_t limit_hits = 0;           // growths that found the heap above the memory limit
 };
 
 class PageHeap {
@@ -61,6 +74,24 @@ class PageHeap {
   [[nodiscard]] static std::uint64_t now_ms() noexcept;
   [[nodiscard]] PageHeapStats stats() const noexcept;
 
+  // The soft memory limit on resident bytes (mapped minus given back), 0 for none.
+  void set_memory_limit(std::size_t bytes) noexcept;
+  [[nodiscard]] std::size_t memory_limit() const noexcept {
+    return memory_limit_.load(std::memory_order_relaxed);
+  }
+  // True, once, when the last allocate or map_direct of this thread answered
+  // nullptr because of the limit rather than for want of memory.
+  [[nodiscard]] static bool take_limit_refusal() noexcept;
+  // While one lives, this thread's allocations grow the heap past the limit (after
+  // the page heap has given back its own free pages).
+  class GrowPastLimit {
+   public:
+    GrowPastLimit() noexcept;
+    ~GrowPastLimit();
+    GrowPastLimit(const GrowPastLimit&) = delete;
+    GrowPastLimit& operator=(const GrowPastLimit&) = delete;
+  };
+
   static constexpr std::uint64_t kNoDecay = ~std::uint64_t{0};
   static constexpr std::size_t kMaxCachedDirect = 16;
 
@@ -92,6 +123,14 @@ class PageHeap {
   bool grow_direct(Span*& s, std::size_t pages, std::size_t alignment) noexcept;
   void unmap_direct_cached(Span* s) noexcept;
   bool drop_direct_cache() noexcept;
+  void add_mapped(std::size_t bytes) noexcept;
+  [[nodiscard]] std::size_t resident_bytes() const noexcept;
+  // The lock held, before the heap grows its resident bytes by `bytes`: below the
+  // limit, nothing; above it, gives back the free pages and the cached mappings
+  // (but `keep`), then says whether the caller should answer nullptr (marked for
+  // take_limit_refusal) or grow.
+  enum class LimitCheck : std::uint8_t { kBelow, kGrow, kRefuse };
+  LimitCheck check_limit(std::size_t bytes, const Span* keep, Unmaps& out) noexcept;
 
   mutable std::mutex mutex_;
   SpanList resident_[kMaxListPages + 1];
@@ -101,8 +140,11 @@ class PageHeap {
   std::size_t free_resident_pages_ = 0;
   std::size_t free_released_pages_ = 0;
   std::size_t mapped_bytes_ = 0;
+  std::size_t mapped_peak_ = 0;
+  std::size_t free_spans_ = 0;
   std::size_t span_bytes_in_use_ = 0;
   std::size_t direct_bytes_ = 0;
+  std::size_t direct_in_use_ = 0;
   std::size_t release_threshold_ = std::size_t{128} << 20;
   SpanList direct_cache_;  // most recently freed first
   std::size_t direct_cached_bytes_ = 0;
@@ -110,6 +152,12 @@ class PageHeap {
   std::size_t direct_cache_limit_ = std::size_t{256} << 20;
   std::uint64_t decay_ms_ = 1000;
   std::uint64_t next_decay_ = 0;  // now_ms() before which decay_locked does nothing
+  std::atomic<std::size_t> memory_limit_{0};
+  // Above the limit the caches are emptied at most once per step of growth (a
+  // sixteenth of the limit, at least a region): a program whose live bytes exceed
+  // the limit would otherwise empty them at every new span.
+  std::size_t next_refusal_ = 0;  // resident bytes past which growth is refused again
+  std::size_t limit_hits_ = 0;
 };
 
 extern constinit PageHeap g_page_heap;

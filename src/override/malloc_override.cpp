@@ -145,14 +145,11 @@ size_t malloc_usable_size(void* p) noexcept {
   return usable_size_slow(p);
 }
 
-// glibc's names for giving memory back and printing statistics.
+// glibc's name for giving memory back (malloc_introspection.cpp has its
+// statistics: mallinfo2, mallinfo, malloc_info, malloc_stats).
 int malloc_trim(size_t /*pad*/) noexcept {
   mp_collect();
   return 1;
-}
-
-void malloc_stats(void) noexcept {
-  mp_stats_print(stderr);
 }
 
 }  // extern "C"

@@ -2,6 +2,7 @@
 // function by function, through the public API only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <iterator>
 #include <new>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -894,13 +896,137 @@ TEST(HeapApi, ThreadCachesGoWithTheirThreads) {
   EXPECT_EQ(stats().thread_caches, before);
 }
 
+// The identity of heap.hpp, exact on a quiet heap: every mapped byte is in use,
+// cached, free in the page heap, given back, or in a small span's tail; per class,
+// the spans hold the blocks and the tails.
+void expect_identity(const HeapStats& s, const char* when) {
+  SCOPED_TRACE(when);
+  EXPECT_EQ(s.bytes_mapped, s.bytes_in_use + s.bytes_in_thread_caches + s.bytes_in_central_cache +
+                                s.bytes_free_in_page_heap + s.bytes_returned_to_os +
+                                s.bytes_span_tails);
+  EXPECT_EQ(s.bytes_resident, s.bytes_mapped - s.bytes_returned_to_os);
+  EXPECT_GE(s.bytes_mapped_peak, s.bytes_mapped);
+  EXPECT_LE(s.bytes_direct, s.bytes_in_use);
+  EXPECT_LE(s.bytes_cached_mappings, s.bytes_free_in_page_heap);
+  EXPECT_LE(s.direct_mappings, s.large_blocks_in_use);
+  std::size_t tails = 0;
+  std::size_t in_use = 0;
+  std::size_t thread_cached = 0;
+  for (std::size_t c = 0; c < s.class_count; ++c) {
+    const HeapClassStats& k = s.classes[c];
+    const std::size_t blocks =
+        k.blocks_in_use + k.blocks_in_thread_caches + k.blocks_in_central_cache;
+    EXPECT_EQ(k.bytes_in_use, k.blocks_in_use * k.block_size) << "class " << k.block_size;
+    EXPECT_LE(k.blocks_in_thread_caches, k.blocks_cached) << "class " << k.block_size;
+    EXPECT_EQ(k.spans == 0, k.bytes_reserved == 0) << "class " << k.block_size;
+    if (k.spans == 0) {
+      EXPECT_EQ(blocks, 0u) << "class " << k.block_size;
+      continue;
+    }
+    // Every block of every span is in use, in a thread cache or in the central cache.
+    const std::size_t per_span = k.bytes_reserved / k.spans / k.block_size;
+    EXPECT_EQ(blocks, k.spans * per_span) << "class " << k.block_size;
+    tails += k.bytes_reserved - blocks * k.block_size;
+    in_use += k.bytes_in_use;
+    thread_cached += k.blocks_in_thread_caches * k.block_size;
+  }
+  EXPECT_EQ(tails, s.bytes_span_tails);
+  EXPECT_EQ(thread_cached, s.bytes_in_thread_caches);
+  EXPECT_LE(in_use, s.bytes_in_use);
+}
+
+TEST(HeapApi, StatsIdentityIsExactOnAQuietHeap) {
+  expect_identity(stats(), "at start");
+  std::vector<void*> blocks;
+  for (std::size_t n = 1; n <= 300 * kKiB; n += n / 3 + 7)
+    for (int i = 0; i < 5; ++i)
+      blocks.push_back(mp_malloc(n));
+  blocks.push_back(mp_malloc(3 * kMiB));
+  blocks.push_back(mp_malloc(80 * kMiB));  // a mapping of its own (untouched: cheap)
+  const HeapStats full = stats();
+  expect_identity(full, "blocks of every class, large and direct");
+  EXPECT_GE(full.direct_mappings, 1u);
+  EXPECT_GE(full.bytes_direct, 80 * kMiB);
+  for (std::size_t i = 0; i < blocks.size(); i += 2)
+    mp_free(blocks[i]);
+  expect_identity(stats(), "half freed");
+  for (std::size_t i = 1; i < blocks.size(); i += 2)
+    mp_free(blocks[i]);
+  expect_identity(stats(), "all freed");
+  mp_collect();
+  const HeapStats collected = stats();
+  expect_identity(collected, "collected");
+  EXPECT_EQ(collected.bytes_free_in_page_heap, 0u);
+  EXPECT_EQ(collected.bytes_in_thread_caches, 0u);
+}
+
+// Per class: live blocks and bytes, and where the free ones are.
+TEST(HeapApi, StatsCountLiveBytesPerClass) {
+  constexpr std::size_t kBlocks = 300;
+  void* probe = mp_malloc(20000);
+  const std::size_t size = usable_size(probe);
+  mp_free(probe);
+  const HeapStats before = stats();
+  const std::size_t c = class_with_block_size(before, size);
+  ASSERT_LT(c, before.class_count);
+  std::vector<void*> blocks(kBlocks);
+  for (void*& p : blocks)
+    p = mp_malloc(20000);
+  const HeapStats live = stats();
+  EXPECT_EQ(live.classes[c].blocks_in_use, before.classes[c].blocks_in_use + kBlocks);
+  EXPECT_EQ(live.classes[c].bytes_in_use, before.classes[c].bytes_in_use + kBlocks * size);
+  ASSERT_GT(live.classes[c].spans, 0u);
+  const std::size_t per_span = live.classes[c].bytes_reserved / live.classes[c].spans / size;
+  EXPECT_GE(live.classes[c].spans * per_span, kBlocks);
+  for (void* p : blocks)
+    mp_free(p);
+  const HeapStats freed = stats();
+  EXPECT_EQ(freed.classes[c].blocks_in_use, before.classes[c].blocks_in_use);
+  EXPECT_EQ(freed.classes[c].bytes_in_use, before.classes[c].bytes_in_use);
+  // The last frees sit in this thread's cache; the rest went to the central cache.
+  EXPECT_GT(freed.classes[c].blocks_in_thread_caches, 0u);
+  mp_collect();
+  EXPECT_EQ(stats().classes[c].blocks_in_thread_caches, 0u);
+}
+
+// The table: totals adding up to "= mapped", the limit, and a row for every class
+// that has spans, none for the others.
 TEST(HeapApi, StatsPrint) {
   void* p = mp_malloc(1000);
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
+  const HeapStats st = stats();
   mp_stats_print(f);
   EXPECT_GT(std::ftell(f), 0) << "mp_stats_print wrote nothing";
+  std::rewind(f);
+  char line[512];
+  std::string text;
+  std::size_t rows = 0;
+  bool header = false;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    text += line;
+    if (std::strstr(line, "class size") != nullptr) header = true;
+    std::size_t size, in_use, thread_cached, central, spans, reserved;
+    double kib;
+    if (header && std::sscanf(line, " %zu %zu %lf %zu %zu %zu %zu", &size, &in_use, &kib,
+                              &thread_cached, &central, &spans, &reserved) == 7) {
+      ++rows;
+      const std::size_t c = class_with_block_size(st, size);
+      ASSERT_LT(c, st.class_count) << line;
+      EXPECT_GT(spans, 0u) << line;
+      EXPECT_EQ(spans, st.classes[c].spans) << line;
+      EXPECT_EQ(reserved, st.classes[c].bytes_reserved / 1024) << line;
+    }
+  }
   std::fclose(f);
+  std::size_t used = 0;
+  for (std::size_t c = 0; c < st.class_count; ++c)
+    used += st.classes[c].spans != 0 ? 1 : 0;
+  EXPECT_EQ(rows, used) << text;
+  for (const char* label : {"mempool heap statistics\n  in use", "\n  thread caches ",
+                            "\n  central cache ", "\n  page heap, free ", "\n  returned to the OS ",
+                            "\n  span tails ", "\n  = mapped ", "\n  memory limit "})
+    EXPECT_NE(text.find(label), std::string::npos) << label << " missing in\n" << text;
   mp_free(p);
 }
 

@@ -1,6 +1,6 @@
 // The heap's use of memory, each test in a process of its own: resident memory
 // after many short-lived threads and after collect(), out of memory under
-// RLIMIT_AS, and fork while other threads allocate.
+// RLIMIT_AS, the soft memory limit, and fork while other threads allocate.
 //
 // The resident-memory tests run in a fresh process (a re-executed death-test
 // child), so nothing another test did to the heap shows in their numbers. The
@@ -322,6 +322,166 @@ TEST(HeapMemory, OutOfMemoryUnderAddressSpaceLimit) {
   ASSERT_GE(pid, 0);
   if (pid == 0) out_of_memory_child();
   expect_child_succeeded(pid, "out of memory under RLIMIT_AS");
+}
+
+// ---- The soft memory limit ----------------------------------------------------
+
+// Runs `body` in a fresh process whose heap never decays (a page given back by the
+// decay, on a slow machine, would make the runs without a limit look limited).
+#define IN_FRESH_PROCESS_WITHOUT_DECAY(body)  \
+  do {                                        \
+    ::setenv("MEMPOOL_DECAY_MS", "never", 1); \
+    IN_FRESH_PROCESS(body);                   \
+    ::unsetenv("MEMPOOL_DECAY_MS");           \
+  } while (0)
+
+// 64 pairs of 1 MiB blocks, written; the first of each pair freed (64 MiB of holes
+// no 4 MiB block fits in, kept resident: below the release threshold); then 16
+// blocks of 4 MiB. Without a limit the heap ends with 192 MiB resident; with one
+// 160 MiB above where it started, it gives the holes back when it reaches it and
+// ends with 128 MiB. Resident is HeapStats::bytes_resident, and VmRSS agrees.
+[[noreturn]] void memory_limit_holes_child(bool limited) {
+  const std::size_t base = stats().bytes_resident;
+  const std::size_t rss_base = heap_test::resident_bytes();
+  const std::size_t limit = base + 160 * kMiB;
+  if (limited) set_memory_limit(limit);
+  std::vector<void*> keep;
+  std::vector<void*> holes;
+  keep.reserve(128);
+  holes.reserve(64);
+  for (int i = 0; i < 64; ++i) {
+    holes.push_back(mp_malloc(kMiB));
+    keep.push_back(mp_malloc(kMiB));
+    CHILD_CHECK(holes.back() != nullptr && keep.back() != nullptr, "mp_malloc(1 MiB) failed");
+    std::memset(holes.back(), 0x11, kMiB);
+    std::memset(keep.back(), 0x22, kMiB);
+  }
+  for (void* p : holes)
+    mp_free(p);
+  std::size_t peak = 0;
+  for (int i = 0; i < 16; ++i) {
+    void* p = mp_malloc(4 * kMiB);
+    CHILD_CHECK(p != nullptr, "mp_malloc(4 MiB) failed with a memory limit");
+    std::memset(p, 0x33, 4 * kMiB);
+    keep.push_back(p);
+    peak = std::max(peak, stats().bytes_resident);
+  }
+  const HeapStats s = stats();
+  const std::size_t rss = heap_test::resident_bytes() - rss_base;
+  say("%s: resident %.1f MiB above the start at the end, %.1f MiB at the peak (limit %.1f); "
+      "VmRSS +%.1f MiB; the limit was reached %zu times",
+      limited ? "limited" : "unlimited", mib(s.bytes_resident - base), mib(peak - base),
+      mib(limit - base), mib(rss), s.memory_limit_hits);
+  if (limited) {
+    CHILD_CHECK(s.memory_limit == limit, "memory_limit %zu", s.memory_limit);
+    CHILD_CHECK(s.memory_limit_hits > 0, "the limit was never reached");
+    CHILD_CHECK(peak <= limit + 4 * kMiB, "resident %.1f MiB past the limit", mib(peak - limit));
+    CHILD_CHECK(s.bytes_resident <= base + 136 * kMiB, "the holes were not given back");
+    CHILD_CHECK(heap_test::kSanitized || rss <= 150 * kMiB, "VmRSS grew by %.1f MiB", mib(rss));
+  } else {
+    CHILD_CHECK(s.memory_limit == 0 && s.memory_limit_hits == 0, "a limit without one");
+    CHILD_CHECK(s.bytes_resident >= base + 190 * kMiB,
+                "the holes went back without a limit: the test measures nothing");
+    CHILD_CHECK(heap_test::kSanitized || rss >= 180 * kMiB, "VmRSS grew by %.1f MiB", mib(rss));
+  }
+  for (void* p : keep)
+    mp_free(p);
+  ::_exit(0);
+}
+
+TEST(HeapMemory, MemoryLimitGivesFreePagesBackBeforeTheHeapGrows) {
+  IN_FRESH_PROCESS_WITHOUT_DECAY(memory_limit_holes_child(false));
+  IN_FRESH_PROCESS_WITHOUT_DECAY(memory_limit_holes_child(true));
+}
+
+// Free blocks of one class in this thread's cache and in the central cache's kept
+// batches; a 32 MiB block that needs fresh pages. Without a limit the caches keep
+// their blocks; above one, they go back before the heap grows.
+[[noreturn]] void memory_limit_caches_child() {
+  std::vector<void*> blocks(20000);
+  for (void*& p : blocks)
+    p = mp_malloc(64);
+  for (void* p : blocks)
+    mp_free(p);
+  const HeapStats before = stats();
+  std::size_t c = 0;
+  while (c < before.class_count && before.classes[c].block_size != 64)
+    ++c;
+  CHILD_CHECK(c < before.class_count, "no class of 64 bytes");
+  CHILD_CHECK(before.classes[c].blocks_in_thread_caches > 0, "nothing in this thread's cache");
+  CHILD_CHECK(before.classes[c].blocks_cached > before.classes[c].blocks_in_thread_caches,
+              "no batch kept by the central cache");
+
+  void* unlimited = mp_malloc(32 * kMiB);  // no limit: the caches stay
+  CHILD_CHECK(unlimited != nullptr, "mp_malloc(32 MiB) failed");
+  const HeapStats kept = stats();
+  CHILD_CHECK(kept.classes[c].blocks_cached == before.classes[c].blocks_cached,
+              "the caches changed without a limit: %zu blocks, %zu before",
+              kept.classes[c].blocks_cached, before.classes[c].blocks_cached);
+
+  set_memory_limit(1);  // every growth is above it
+  void* limited = mp_malloc(32 * kMiB);
+  CHILD_CHECK(limited != nullptr, "mp_malloc(32 MiB) failed with a limit");
+  const HeapStats after = stats();
+  CHILD_CHECK(after.memory_limit_hits > 0, "the limit was never reached");
+  CHILD_CHECK(after.classes[c].blocks_in_thread_caches == 0,
+              "%zu blocks left in this thread's cache", after.classes[c].blocks_in_thread_caches);
+  CHILD_CHECK(after.classes[c].blocks_cached == 0, "%zu blocks left in kept batches",
+              after.classes[c].blocks_cached);
+  CHILD_CHECK(after.bytes_in_thread_caches == 0, "%zu bytes in this thread's cache",
+              after.bytes_in_thread_caches);
+  CHILD_CHECK(after.bytes_free_in_page_heap == 0, "%zu free bytes kept resident",
+              after.bytes_free_in_page_heap);
+  mp_free(limited);
+  mp_free(unlimited);
+  ::_exit(0);
+}
+
+TEST(HeapMemory, MemoryLimitEmptiesTheCachesBeforeTheHeapGrows) {
+  IN_FRESH_PROCESS_WITHOUT_DECAY(memory_limit_caches_child());
+}
+
+// A limit far below what the program holds: every allocation still succeeds
+// (small, large, aligned, direct, realloc), the heap just gives back what it can
+// at every growth; the blocks keep their contents.
+[[noreturn]] void memory_limit_never_fails_child() {
+  set_memory_limit(kMiB);
+  std::mt19937_64 rng(7);
+  std::vector<Known> live;
+  std::uint64_t seed = 0;
+  for (int i = 0; i < 10000; ++i) {
+    if (!live.empty() && rng() % 3 == 0) {
+      const std::size_t k = rng() % live.size();
+      const Known b = live[k];
+      CHILD_CHECK(first_mismatch(b.p, std::min<std::size_t>(b.n, 256), b.seed) == kNoMismatch,
+                  "a block of %zu bytes changed", b.n);
+      live[k] = live.back();
+      live.pop_back();
+      mp_free(b.p);
+      continue;
+    }
+    const unsigned r = static_cast<unsigned>(rng() % 1000);
+    const std::size_t n = r < 900   ? 1 + rng() % 2000
+                          : r < 998 ? 2000 + rng() % (2 * kMiB)
+                                    : 64 * kMiB + rng() % (8 * kMiB);
+    void* p = r % 7 == 0 ? mp_aligned_alloc(4096, n) : mp_malloc(n);
+    CHILD_CHECK(p != nullptr, "allocation %d of %zu bytes failed under the limit", i, n);
+    fill_pattern(p, std::min<std::size_t>(n, 256), ++seed);
+    live.push_back({p, n, seed});
+  }
+  const HeapStats s = stats();
+  CHILD_CHECK(s.memory_limit_hits > 0, "the limit was never reached");
+  CHILD_CHECK(s.bytes_resident > s.memory_limit, "the test never went past the limit");
+  for (const Known& b : live) {
+    CHILD_CHECK(first_mismatch(b.p, std::min<std::size_t>(b.n, 256), b.seed) == kNoMismatch,
+                "a block of %zu bytes changed", b.n);
+    mp_free(b.p);
+  }
+  ::_exit(0);
+}
+
+TEST(HeapMemory, MemoryLimitNeverFailsAnAllocation) {
+  IN_FRESH_PROCESS(memory_limit_never_fails_child());
 }
 
 // ---- fork ----------------------------------------------------------------------

@@ -257,6 +257,28 @@ struct Inbox {
   }
 };
 
+// Takes block i out of `mine` (the last one takes its place).
+Block take(std::vector<Block>& mine, std::size_t i) {
+  const Block b = mine[i];
+  mine[i] = mine.back();
+  mine.pop_back();
+  return b;
+}
+
+// Frees every block in the inbox.
+void free_inbox(Inbox& box, std::mt19937_64& rng, Failures& failures) {
+  for (const Block& b : box.take_all())
+    free_block(b, rng, failures);
+}
+
+// Frees what is left in every inbox, once the threads are gone.
+template <std::size_t N>
+void free_inboxes(std::array<Inbox, N>& inboxes, Failures& failures) {
+  std::mt19937_64 rng(1);
+  for (Inbox& box : inboxes)
+    free_inbox(box, rng, failures);
+}
+
 // 16 threads per wave, waves one after the other. Each thread allocates,
 // reallocates, frees its own blocks, sends a quarter of them to another slot's
 // inbox, and frees what arrives in its own; when it exits, its live blocks go to
@@ -296,9 +318,7 @@ TEST(HeapStress, MixedSizesCrossThreadFreesAndThreadChurn) {
               mine[i] = realloc_block(mine[i], rng, failures);
               continue;
             }
-            const Block b = mine[i];
-            mine[i] = mine.back();
-            mine.pop_back();
+            const Block b = take(mine, i);
             if (r < 24) {
               failures.record(check(b.p, b.p, b.n, b.n));
               inboxes[(t + 1 + rng() % (kThreads - 1)) % kThreads].put(b);
@@ -306,10 +326,7 @@ TEST(HeapStress, MixedSizesCrossThreadFreesAndThreadChurn) {
               free_block(b, rng, failures);
             }
           }
-          if (op % 32 == 0) {
-            for (const Block& b : inboxes[t].take_all())
-              free_block(b, rng, failures);
-          }
+          if (op % 32 == 0) free_inbox(inboxes[t], rng, failures);
         }
         // Left to the next wave: blocks outlive the thread that allocated them.
         for (const Block& b : mine)
@@ -321,14 +338,68 @@ TEST(HeapStress, MixedSizesCrossThreadFreesAndThreadChurn) {
   }
   done = true;
   collector.join();
-  std::mt19937_64 rng(1);
-  for (Inbox& box : inboxes) {
-    for (const Block& b : box.take_all())
-      free_block(b, rng, failures);
-  }
+  free_inboxes(inboxes, failures);
   EXPECT_EQ(failures.count(), 0) << failures.first();
   EXPECT_GT(collects.load(), 0);
   EXPECT_EQ(stats().bytes_in_use, in_use_before) << "bytes in use after every block was freed";
+}
+
+// The soft memory limit under threads: with a limit every growth is above, each
+// growth gives back the page heap's free pages and, once per step, the growing
+// thread's cache and the central cache's batches, while 4 threads allocate and
+// free each other's blocks and a 5th reads stats(). Nothing fails, no block
+// changes, the limit is reached.
+TEST(HeapStress, MemoryLimitUnderThreads) {
+  constexpr int kWorkers = 4;
+  const int ops = scaled(20000);
+  collect();  // every free page given back: the first span the workers need is a growth
+  const std::size_t hits_before = stats().memory_limit_hits;
+  set_memory_limit(1);
+  std::array<Inbox, kWorkers> inboxes;
+  Failures failures;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const HeapStats s = stats();
+      if (s.memory_limit != 1) failures.record("stats() under load: the limit changed");
+      if (s.bytes_resident > s.bytes_mapped || s.bytes_direct > s.bytes_in_use)
+        failures.record("stats() under load: resident or direct bytes out of bounds");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kWorkers; ++t) {
+    workers.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t) * 7919 + 3);
+      std::vector<Block> mine;
+      for (int op = 0; op < ops; ++op) {
+        if (mine.size() < 512 && rng() % 3 != 0) {
+          const Block b = allocate_block(rng, failures);
+          if (b.p != nullptr) mine.push_back(b);
+        } else if (!mine.empty()) {
+          const Block b = take(mine, rng() % mine.size());
+          if (rng() % 4 == 0) {
+            inboxes[(t + 1) % kWorkers].put(b);
+          } else {
+            free_block(b, rng, failures);
+          }
+        }
+        if (op % 64 == 0) free_inbox(inboxes[t], rng, failures);
+      }
+      for (const Block& b : mine)
+        free_block(b, rng, failures);
+    });
+  }
+  for (auto& th : workers)
+    th.join();
+  done = true;
+  reader.join();
+  free_inboxes(inboxes, failures);
+  const HeapStats after = stats();
+  set_memory_limit(0);
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+  EXPECT_GT(after.memory_limit_hits, hits_before);
+  EXPECT_EQ(memory_limit(), 0u);
 }
 
 // 8 producers allocate, 8 consumers free: every free is of a block another

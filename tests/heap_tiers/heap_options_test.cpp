@@ -3,7 +3,9 @@
 // starts there and reads the variables the parent set.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "mempool/heap.hpp"
@@ -15,10 +17,10 @@ class HeapOptions : public ::testing::Test {
  protected:
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
   void TearDown() override {
-    for (const char* name :
-         {"MEMPOOL_RELEASE_THRESHOLD", "MEMPOOL_VERBOSE", "MEMPOOL_SHOW_STATS",
-          "MEMPOOL_THREAD_CACHE_BYTES", "MEMPOOL_TOTAL_THREAD_CACHE_BYTES",
-          "MEMPOOL_DIRECT_MAP_THRESHOLD", "MEMPOOL_DIRECT_CACHE_BYTES", "MEMPOOL_DECAY_MS"})
+    for (const char* name : {"MEMPOOL_RELEASE_THRESHOLD", "MEMPOOL_VERBOSE", "MEMPOOL_SHOW_STATS",
+                             "MEMPOOL_THREAD_CACHE_BYTES", "MEMPOOL_TOTAL_THREAD_CACHE_BYTES",
+                             "MEMPOOL_DIRECT_MAP_THRESHOLD", "MEMPOOL_DIRECT_CACHE_BYTES",
+                             "MEMPOOL_DECAY_MS", "MEMPOOL_MEMORY_LIMIT"})
       unsetenv(name);
   }
 };
@@ -74,15 +76,76 @@ TEST_F(HeapOptions, DecayNeverKeepsCachedMappingsUntilCollect) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// The table at exit: every total, the limit, and the row of a class the program
+// used with its live blocks (300 blocks of 20000 bytes, a size nothing else asks
+// for) and their KiB.
 TEST_F(HeapOptions, ShowStatsPrintsTheTableAtExit) {
   setenv("MEMPOOL_SHOW_STATS", "1", 1);
+  setenv("MEMPOOL_MEMORY_LIMIT", "1G", 1);
+  void* probe = mp_malloc(20000);
+  const std::size_t size = mempool::usable_size(probe);
+  mp_free(probe);
+  char kib[32];
+  std::snprintf(kib, sizeof kib, "%.1f", 300.0 * static_cast<double>(size) / 1024.0);
+  const std::string row =
+      "\n +" + std::to_string(size) + " +300 +" + kib + " +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+\n";
   EXPECT_EXIT(
       {
-        void* p = mp_malloc(100);
-        mp_free(p);
+        for (int i = 0; i < 300; ++i)
+          static_cast<void>(mp_malloc(20000));  // live at exit
+        mp_free(mp_malloc(1 << 20));
         std::exit(0);
       },
-      ::testing::ExitedWithCode(0), "mempool heap statistics(.|\n)*class size");
+      ::testing::ExitedWithCode(0),
+      "mempool heap statistics\n  in use +[0-9.]+ MiB  \\([0-9]+ small blocks, [0-9]+ large"
+      "(.|\n)*\n  thread caches +[0-9.]+ MiB  \\(1 threads\\)\n  central cache +[0-9.]+ MiB\n"
+      "  page heap, free +[0-9.]+ MiB  resident(.|\n)*\n  returned to the OS +[0-9.]+ MiB\n"
+      "  span tails +[0-9.]+ MiB\n  = mapped +[0-9.]+ MiB  \\(peak [0-9.]+ MiB; \\+ [0-9.]+ MiB "
+      "metadata\\)\n  memory limit +1024.00 MiB(.|\n)*\n +class size +in use +in use KiB +thread "
+      "caches +central cache +spans +reserved KiB(.|\n)*" +
+          row);
+}
+
+TEST_F(HeapOptions, MemoryLimitTakesByteSuffixes) {
+  setenv("MEMPOOL_MEMORY_LIMIT", "150M", 1);
+  setenv("MEMPOOL_VERBOSE", "1", 1);
+  EXPECT_EXIT(
+      {
+        mp_free(mp_malloc(100));
+        const bool read = mp_memory_limit() == (std::size_t{150} << 20) &&
+                          mempool::memory_limit() == (std::size_t{150} << 20) &&
+                          mempool::stats().memory_limit == (std::size_t{150} << 20);
+        std::exit(read ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "MEMPOOL_MEMORY_LIMIT=157286400");
+}
+
+TEST_F(HeapOptions, BadMemoryLimitIsReportedAndIgnored) {
+  for (const char* bad : {"lots", "-1", "12Q", "99999999999999999999"}) {
+    setenv("MEMPOOL_MEMORY_LIMIT", bad, 1);
+    EXPECT_EXIT(
+        {
+          mp_free(mp_malloc(100));
+          std::exit(mp_memory_limit() == 0 ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), std::string("ignoring MEMPOOL_MEMORY_LIMIT=") + bad)
+        << bad;
+  }
+}
+
+// The call wins over the variable, even made before the heap's first allocation;
+// 0 takes the limit away.
+TEST_F(HeapOptions, MemoryLimitCallOverridesTheVariable) {
+  setenv("MEMPOOL_MEMORY_LIMIT", "1G", 1);
+  EXPECT_EXIT(
+      {
+        mempool::set_memory_limit(std::size_t{64} << 20);
+        mp_free(mp_malloc(100));
+        const bool set = mp_memory_limit() == (std::size_t{64} << 20);
+        mp_set_memory_limit(0);
+        std::exit(set && mempool::memory_limit() == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(HeapOptions, VerboseReportsTheValuesAndMisuseDetails) {

@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -392,6 +395,210 @@ TEST(Override, SystemAllocatorBlocksGoBackToIt) {
   EXPECT_TRUE(mempool_owns(moved));  // realloc moves it over to mempool
   EXPECT_EQ(first_mismatch(moved, 300, 11), kNoMismatch);
   std::free(moved);
+}
+
+// ---- What tools ask: mallinfo2, mallinfo, malloc_info, malloc_stats -----------
+
+// mallinfo2 answers from mempool's statistics, not glibc's unused arena: blocks in
+// the heap's arena grow uordblks by at least their size, a huge block (a mapping of
+// its own) hblks and hblkhd; frees take them back; arena = uordblks + fordblks.
+TEST(Override, MallinfoAnswersFromMempool) {
+  std::vector<void*> small;
+  small.reserve(1000);
+  const struct mallinfo2 before = ::mallinfo2();
+  EXPECT_EQ(before.arena, before.uordblks + before.fordblks);
+  for (int i = 0; i < 1000; ++i)
+    small.push_back(opaque(std::malloc(100)));
+  void* large = opaque(std::malloc(std::size_t{3} << 20));  // kept: no malloc/free elision
+  const struct mallinfo2 during = ::mallinfo2();
+  EXPECT_GE(during.uordblks, before.uordblks + 1000 * 100 + (std::size_t{3} << 20));
+  EXPECT_EQ(during.arena, during.uordblks + during.fordblks);
+  EXPECT_GE(during.usmblks, during.arena + during.hblkhd) << "the peak of what was mapped";
+  for (void* p : small)
+    std::free(p);
+  std::free(large);
+  const struct mallinfo2 after = ::mallinfo2();
+  EXPECT_LE(after.uordblks + 1000 * 100 + (std::size_t{3} << 20), during.uordblks);
+  EXPECT_EQ(after.arena, after.uordblks + after.fordblks);
+  EXPECT_GT(after.smblks, 0u) << "the freed small blocks are cached";
+  EXPECT_GE(after.fsmblks, after.smblks * 8);
+  EXPECT_GE(after.keepcost, std::size_t{3} << 20) << "the freed 3 MiB stay resident, free";
+  EXPECT_GE(after.fordblks, after.fsmblks + after.keepcost);
+
+  void* huge = opaque(std::malloc(std::size_t{80} << 20));  // a mapping of its own, untouched
+  ASSERT_NE(huge, nullptr);
+  const struct mallinfo2 mapped = ::mallinfo2();
+  EXPECT_EQ(mapped.hblks, after.hblks + 1);
+  EXPECT_GE(mapped.hblkhd, after.hblkhd + (std::size_t{80} << 20));
+  EXPECT_EQ(mapped.uordblks, after.uordblks) << "direct mappings are hblkhd, not uordblks";
+  std::free(huge);
+  const struct mallinfo2 unmapped = ::mallinfo2();
+  EXPECT_EQ(unmapped.hblks, after.hblks);
+  EXPECT_EQ(unmapped.hblkhd, after.hblkhd);
+}
+
+// mallinfo's int fields: the same numbers, saturated at INT_MAX (3 GiB, untouched).
+TEST(Override, MallinfoSaturatesToInt) {
+  void* huge = opaque(std::malloc(std::size_t{3} << 30));
+  ASSERT_NE(huge, nullptr);
+  const struct mallinfo2 wide = ::mallinfo2();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const struct mallinfo narrow = ::mallinfo();
+#pragma GCC diagnostic pop
+  auto saturated = [](std::size_t v) {
+    return v > static_cast<std::size_t>(INT_MAX) ? INT_MAX : static_cast<int>(v);
+  };
+  EXPECT_GE(wide.hblkhd, std::size_t{3} << 30);
+  EXPECT_EQ(narrow.hblkhd, INT_MAX);
+  EXPECT_EQ(narrow.hblks, saturated(wide.hblks));
+  EXPECT_EQ(narrow.arena, saturated(wide.arena));
+  EXPECT_EQ(narrow.uordblks, saturated(wide.uordblks));
+  EXPECT_EQ(narrow.fordblks, saturated(wide.fordblks));
+  EXPECT_EQ(narrow.usmblks, saturated(wide.usmblks));
+  EXPECT_EQ(narrow.keepcost, saturated(wide.keepcost));
+  std::free(huge);
+}
+
+struct XmlElement {
+  std::string name;
+  std::map<std::string, std::string> attributes;
+};
+
+// Checks that `xml` is well-formed (one root; tags that nest and close; attributes
+// name="value" with no '<', '&' or '"' in a value; only white space between tags)
+// and collects its elements in document order. "" when it is, else the problem.
+std::string parse_xml(const std::string& xml, std::vector<XmlElement>* elements) {
+  auto is_name_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_';
+  };
+  std::vector<std::string> open;
+  int roots = 0;
+  for (std::size_t i = 0; i < xml.size();) {
+    if (xml[i] != '<') {
+      if (std::isspace(static_cast<unsigned char>(xml[i])) == 0)
+        return "text outside a tag at " + std::to_string(i);
+      ++i;
+      continue;
+    }
+    const std::size_t end = xml.find('>', i);
+    if (end == std::string::npos) return "a tag without '>' at " + std::to_string(i);
+    std::string tag = xml.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (!tag.empty() && tag[0] == '/') {
+      if (open.empty() || open.back() != tag.substr(1))
+        return "</" + tag.substr(1) + "> closes nothing";
+      open.pop_back();
+      continue;
+    }
+    const bool empty_element = !tag.empty() && tag.back() == '/';
+    if (empty_element) tag.pop_back();
+    std::size_t k = 0;
+    while (k < tag.size() && is_name_char(tag[k]))
+      ++k;
+    if (k == 0 || std::isalpha(static_cast<unsigned char>(tag[0])) == 0)
+      return "bad tag <" + tag + ">";
+    XmlElement e{tag.substr(0, k), {}};
+    while (k < tag.size()) {
+      if (tag[k] != ' ') return "no space before an attribute in <" + tag + ">";
+      const std::size_t name_at = ++k;
+      while (k < tag.size() && is_name_char(tag[k]))
+        ++k;
+      if (k == name_at || tag.compare(k, 2, "=\"") != 0) return "bad attribute in <" + tag + ">";
+      const std::size_t value_at = k + 2;
+      const std::size_t quote = tag.find('"', value_at);
+      if (quote == std::string::npos) return "unterminated value in <" + tag + ">";
+      const std::string value = tag.substr(value_at, quote - value_at);
+      if (value.find_first_of("<&") != std::string::npos) return "bad value in <" + tag + ">";
+      if (!e.attributes.emplace(tag.substr(name_at, k - name_at), value).second)
+        return "repeated attribute in <" + tag + ">";
+      k = quote + 1;
+    }
+    if (open.empty() && ++roots > 1) return "a second root <" + e.name + ">";
+    if (!empty_element) open.push_back(e.name);
+    elements->push_back(std::move(e));
+  }
+  if (!open.empty()) return "<" + open.back() + "> is not closed";
+  return roots == 1 ? "" : "no root element";
+}
+
+std::string read_all(std::FILE* f) {
+  std::string text;
+  std::rewind(f);
+  char buf[4096];
+  std::size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0)
+    text.append(buf, got);
+  return text;
+}
+
+// glibc's document, with mempool's numbers: well-formed, the totals, a class per
+// size in use, the identity of HeapStats in <mempool>; options other than 0 are
+// EINVAL and write nothing.
+TEST(Override, MallocInfoWritesWellFormedXml) {
+  void* p = opaque(std::malloc(5000));
+  const std::size_t size = malloc_usable_size(p);
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(::malloc_info(0, f), 0);
+  const std::string xml = read_all(f);
+  std::fclose(f);
+  std::vector<XmlElement> elements;
+  ASSERT_EQ(parse_xml(xml, &elements), "") << xml;
+  EXPECT_EQ(xml.rfind("<malloc version=\"1\" allocator=\"mempool\"", 0), 0u) << xml;
+  auto find = [&](const std::string& name, const std::string& key, const std::string& value) {
+    for (const XmlElement& e : elements) {
+      if (e.name != name) continue;
+      const auto it = e.attributes.find(key);
+      if (key.empty() || (it != e.attributes.end() && it->second == value)) return &e;
+    }
+    return static_cast<const XmlElement*>(nullptr);
+  };
+  for (const char* type : {"fast", "rest", "mmap"})
+    EXPECT_NE(find("total", "type", type), nullptr) << type << "\n" << xml;
+  EXPECT_NE(find("heap", "nr", "0"), nullptr);
+  EXPECT_NE(find("system", "type", "current"), nullptr);
+  EXPECT_NE(find("aspace", "type", "total"), nullptr);
+  const XmlElement* mine = find("class", "size", std::to_string(size));
+  ASSERT_NE(mine, nullptr) << "no class of " << size << " bytes\n" << xml;
+  EXPECT_GE(std::stoull(mine->attributes.at("in-use")), 1u);
+  const XmlElement* totals = find("mempool", "", "");
+  ASSERT_NE(totals, nullptr) << xml;
+  auto number = [&](const char* key) { return std::stoull(totals->attributes.at(key)); };
+  EXPECT_EQ(number("mapped"), number("in-use") + number("thread-caches") + number("central-cache") +
+                                  number("page-heap-free") + number("returned-to-os") +
+                                  number("span-tails"))
+      << xml;
+  EXPECT_EQ(number("resident"), number("mapped") - number("returned-to-os"));
+  EXPECT_GE(number("in-use"), size);
+  std::free(p);
+
+  std::FILE* g = std::tmpfile();
+  ASSERT_NE(g, nullptr);
+  errno = 0;
+  EXPECT_EQ(::malloc_info(1, g), EINVAL);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(std::ftell(g), 0) << "malloc_info(1, ...) wrote something";
+  std::fclose(g);
+}
+
+// malloc_stats prints mempool's table on stderr (descriptor 2, captured here).
+TEST(Override, MallocStatsPrintsMempoolsTable) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  ASSERT_GE(saved, 0);
+  ASSERT_GE(::dup2(::fileno(f), STDERR_FILENO), 0);
+  ::malloc_stats();
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  const std::string text = read_all(f);
+  std::fclose(f);
+  for (const char* line : {"mempool heap statistics\n  in use", "\n  thread caches ",
+                           "\n  = mapped ", "\n  memory limit ", "class size"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " missing in\n" << text;
 }
 
 TEST(OverrideDeathTest, ForeignPointersStopWithOneLine) {
