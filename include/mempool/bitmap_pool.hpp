@@ -17,6 +17,7 @@
 #include "mempool/detail/error.hpp"
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/thread_slot.hpp"
+#include "mempool/detail/valgrind.hpp"
 
 namespace mempool {
 
@@ -55,7 +56,9 @@ class MEMPOOL_API BitmapPool {
     const std::size_t i = bits_.claim(c.word, c.home, lost_race);
     if (MEMPOOL_UNLIKELY(lost_race)) detail::move_to_another_cursor();
     if (MEMPOOL_UNLIKELY(i == detail::AtomicBitmap::npos)) return nullptr;
-    return base_ + (shift_ != kNoShift ? i << shift_ : i * block_size_);
+    char* p = base_ + (shift_ != kNoShift ? i << shift_ : i * block_size_);
+    if constexpr (detail::kValgrind) detail::valgrind_pool_allocated(base_, p, block_size_);
+    return p;
   }
 
   // Returns the block. nullptr is ignored; a pointer that is not the start of
@@ -67,6 +70,7 @@ class MEMPOOL_API BitmapPool {
     if (MEMPOOL_UNLIKELY(i == kForeign)) {
       detail::fatal_misuse("BitmapPool", p, "free of a pointer not from this pool");
     }
+    if constexpr (detail::kValgrind) detail::valgrind_pool_freed(base_, p);
     if (MEMPOOL_UNLIKELY(!bits_.release(i))) detail::fatal_misuse("BitmapPool", p, "double free");
   }
 
@@ -135,6 +139,7 @@ class MEMPOOL_API BitmapPool {
   };
   static Config validate(std::size_t block_size, std::size_t capacity, std::size_t alignment);
   BitmapPool(const Config& config, char* base, std::size_t mapped_bytes);
+  void forget_blocks() noexcept;  // MEMPOOL_VALGRIND
 
   char* base_ = nullptr;
   std::size_t block_size_ = 0;

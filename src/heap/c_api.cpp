@@ -63,7 +63,11 @@ void* mp_calloc(size_t count, size_t size) noexcept {
   // Large blocks of pages fresh from the OS are zero already: not touching them
   // keeps a big, sparsely used calloc from costing its whole size in RSS.
   const Span* s = g_page_map.lookup(p);
-  if (s->state == SpanState::kSmall || s->reused) std::memset(p, 0, bytes);
+  if (s->state == SpanState::kSmall || s->reused) {
+    std::memset(p, 0, bytes);
+  } else {
+    valgrind_defined(p, bytes);  // zero pages memcheck saw handed out as undefined
+  }
   return p;
 }
 

@@ -131,10 +131,12 @@ void* allocate_large(std::size_t n, std::size_t alignment) noexcept {
   }
   if (s == nullptr) return nullptr;
   g_large_blocks.fetch_add(1, std::memory_order_relaxed);
+  valgrind_allocated(address_as(s->start), s->bytes());
   return address_as(s->start);
 }
 
 void free_large(Span* s) noexcept {
+  valgrind_freed(address_as(s->start));
   g_large_blocks.fetch_sub(1, std::memory_order_relaxed);
   if (s->state == SpanState::kDirect) {
     g_page_heap.unmap_direct(s);
@@ -202,6 +204,9 @@ void* heap_allocate_class_miss(std::size_t c) noexcept {
   if (MEMPOOL_UNLIKELY(p == nullptr)) p = refill_past_limit(c);
   if constexpr (kChecked) {
     if (p != nullptr) checked_on_allocate(p);
+  }
+  if constexpr (kValgrind) {
+    if (p != nullptr) valgrind_allocated(p, heap_class_bytes(c));
   }
   return p;
 }
@@ -321,10 +326,12 @@ std::size_t heap_usable_size_slow(const void* p) noexcept {
 }
 
 bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept {
-  (void)p;
   if (s->state != SpanState::kLarge || n <= kHeapSmallMax || n >= g_direct_map_threshold)
     return false;
-  return g_page_heap.resize(s, (n + kHeapPageSize - 1) >> kHeapPageShift);
+  const std::size_t old_bytes = s->bytes();
+  if (!g_page_heap.resize(s, (n + kHeapPageSize - 1) >> kHeapPageShift)) return false;
+  valgrind_resized(p, old_bytes, s->bytes());
+  return true;
 }
 
 void heap_ensure_ready() noexcept {

@@ -113,7 +113,7 @@ bool create_thread_exit_key() noexcept {
 void* allocate_uncached(std::size_t c) noexcept {
   FreeBlock* b = nullptr;
   if (g_central_cache.remove_range(c, 1, &b) == 0) return nullptr;
-  b->next = nullptr;  // as heap_pop leaves it
+  b->clear_link();  // as heap_pop leaves it
   return b;
 }
 
@@ -195,7 +195,7 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
   if (got == 0) return nullptr;
   heads[c] = first->decoded_next(link_key);  // the central cache checked the chain
-  first->next = nullptr;                     // as heap_pop leaves it
+  first->clear_link();                       // as heap_pop leaves it
   set_count(c, static_cast<std::uint32_t>(got - 1));
   return first;
 }

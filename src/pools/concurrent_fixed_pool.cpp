@@ -196,6 +196,7 @@ ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t ali
   const std::size_t batch = state_->batch;
   const std::size_t batches = std::clamp<std::size_t>(shard_bytes / layout.size / batch, 2, 4096);
   limit_ = static_cast<std::uint32_t>(batches * batch);
+  detail::valgrind_pool_created(state_.get());
 }
 
 ConcurrentFixedPool::ConcurrentFixedPool(ConcurrentFixedPool&& other) noexcept
@@ -205,6 +206,7 @@ ConcurrentFixedPool::ConcurrentFixedPool(ConcurrentFixedPool&& other) noexcept
 
 ConcurrentFixedPool& ConcurrentFixedPool::operator=(ConcurrentFixedPool&& other) noexcept {
   if (this != &other) {
+    if (state_) detail::valgrind_pool_destroyed(state_.get());
     state_ = std::move(other.state_);
     shards_ = std::exchange(other.shards_, nullptr);
     limit_ = other.limit_;
@@ -212,7 +214,13 @@ ConcurrentFixedPool& ConcurrentFixedPool::operator=(ConcurrentFixedPool&& other)
   return *this;
 }
 
-ConcurrentFixedPool::~ConcurrentFixedPool() = default;
+ConcurrentFixedPool::~ConcurrentFixedPool() {
+  if (state_) detail::valgrind_pool_destroyed(state_.get());
+}
+
+void ConcurrentFixedPool::valgrind_allocated(void* p) const noexcept {
+  detail::valgrind_pool_allocated(state_.get(), p, state_->arena.layout().size);
+}
 
 void* ConcurrentFixedPool::allocate_slow() noexcept {
   std::uint32_t slot = detail::tls_thread_slot;
@@ -244,6 +252,7 @@ void* ConcurrentFixedPool::allocate_slow() noexcept {
       }
     }
     if constexpr (detail::kChecked) mark_allocated(p);
+    if constexpr (detail::kValgrind) valgrind_allocated(p);
     return p;
   }
   // Refill the empty shard: first what other threads gave back, then fresh blocks.

@@ -115,15 +115,18 @@ class BasicAtomicStack {
   // Links are encoded like the pools' lists (kPoolLinkKey), whose chains become
   // the stack's; a stale read may decode to anything, so nothing checks it here.
   __attribute__((no_sanitize("thread"))) static FreeBlock* load_link(FreeBlock* b) noexcept {
-    return reinterpret_cast<FreeBlock*>(
-        reinterpret_cast<std::uintptr_t>(__atomic_load_n(link(b), __ATOMIC_RELAXED)) ^
-        kPoolLinkKey);
+    valgrind_quiet_begin();
+    const auto word = reinterpret_cast<std::uintptr_t>(__atomic_load_n(link(b), __ATOMIC_RELAXED));
+    valgrind_quiet_end();
+    return reinterpret_cast<FreeBlock*>(word ^ kPoolLinkKey);
   }
   static void store_link(FreeBlock* b, FreeBlock* next) noexcept {
+    valgrind_open_link(link(b));
     __atomic_store_n(
         link(b),
         reinterpret_cast<FreeBlock*>(reinterpret_cast<std::uintptr_t>(next) ^ kPoolLinkKey),
         __ATOMIC_RELAXED);
+    valgrind_close_link(link(b));
   }
 
   Head head_{nullptr, 0};

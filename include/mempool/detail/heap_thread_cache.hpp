@@ -20,6 +20,7 @@
 #include "mempool/detail/free_list.hpp"
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/size_classes.hpp"
+#include "mempool/detail/valgrind.hpp"
 
 namespace mempool::detail {
 
@@ -165,9 +166,10 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   FreeBlock* next = b->decoded_next(t.link_key);
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) return heap_pop_corrupted(b);
   t.heads[c] = next;
-  b->next = nullptr;  // decodes to the key: not plausible, so its free is not suspect
+  b->clear_link();  // decodes to the key: not plausible, so its free is not suspect
   t.set_room(c, t.room(c) + 1);
   if constexpr (kChecked) checked_on_allocate(b);
+  if constexpr (kValgrind) valgrind_allocated(b, heap_class_bytes(c));
   return b;
 }
 
@@ -186,6 +188,7 @@ MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(FreeBlock* b, std::size_t c) noexc
 // free already, and is looked for first.
 MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
+  if constexpr (kValgrind) valgrind_freed(p);
   if (MEMPOOL_UNLIKELY(plausible_link(b->decoded_next(tls_thread_cache.link_key)))) {
     heap_free_suspect(p, c);
     return;
