@@ -260,7 +260,7 @@ void heap_free_suspect(void* p, std::size_t c) noexcept {
   if (g_central_cache.holds_free(c, p)) heap_misuse(p, "double free");
   // Its first word only looked like a link (or another thread's cache holds it,
   // which cannot be searched without stopping that thread).
-  heap_push_to_cache(static_cast<FreeBlock*>(p), c);
+  heap_push_to_cache(t, static_cast<FreeBlock*>(p), c);
 }
 
 void ThreadCache::for_each(void (*f)(const ThreadCache&, void*), void* context) noexcept {
