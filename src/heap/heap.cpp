@@ -74,6 +74,7 @@ bool apply_options() noexcept {
   set_thread_cache_budget(options.thread_cache_bytes, options.total_thread_cache_bytes);
   g_direct_map_threshold = options.direct_map_threshold;
   g_verbose = options.verbose;
+  if constexpr (kHardened) hardened_set_seed(options.hardened_seed);
   if (options.show_stats) {
     const int copy = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
     if (copy >= 0) g_stats_fd = copy;
@@ -132,6 +133,12 @@ std::size_t block_index(const void* p, const Span* s) noexcept {
 
 }  // namespace
 
+#if MEMPOOL_HARDENED_BUILD
+void* heap_allocate_large(std::size_t n, std::size_t alignment) noexcept {
+  return allocate_large(n, alignment);
+}
+#endif
+
 std::size_t heap_large_blocks() noexcept {
   return g_large_blocks.load(std::memory_order_relaxed);
 }
@@ -187,7 +194,7 @@ void* heap_allocate_slow(std::size_t n) noexcept {
 // start (page-aligned) + k x size, so a class whose size is a multiple of the
 // alignment gives aligned blocks; the power of two at or above max(n, alignment)
 // is such a class, so the search is short.
-std::size_t aligned_class(std::size_t n, std::size_t alignment) noexcept {
+std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept {
   if (alignment <= kMinAlignLarge) {
     // Classes of 16 bytes and more are 16-byte aligned; only the 8-byte class is not.
     const std::size_t m = alignment > 8 && n < 16 ? 16 : n;
@@ -201,8 +208,9 @@ std::size_t aligned_class(std::size_t n, std::size_t alignment) noexcept {
 }
 
 void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
+  if constexpr (kHardened) return hardened_allocate_aligned(n, alignment);
   if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
-  if (const std::size_t c = aligned_class(n, alignment); c != 0) return heap_allocate_class(c);
+  if (const std::size_t c = heap_aligned_class(n, alignment); c != 0) return heap_allocate_class(c);
   return allocate_large(n == 0 ? 1 : n, alignment);
 }
 
@@ -250,13 +258,16 @@ void heap_free_slow(void* p, Span* s) noexcept {
   }
   if (reinterpret_cast<std::uintptr_t>(p) != s->start)
     heap_misuse(p, "free of a pointer into the middle of a block");
+  if constexpr (kHardened) {
+    if (!hardened_release_large(p, s)) return;
+  }
   free_large(s);
 }
 
 void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) noexcept {
   if (p == nullptr) return;
   const Span* s = heap_block_span(p);
-  const std::size_t c = aligned_class(n, alignment);
+  const std::size_t c = heap_aligned_class(n, alignment);
   if (n > heap_usable_size(p) || c != s->size_class)
     heap_misuse(p, "sized free with a size that is not the block's");
   heap_free(p);
@@ -287,6 +298,7 @@ void checked_on_free(void* p, Span* s) noexcept {
 }
 
 std::size_t heap_usable_size_slow(const void* p) noexcept {
+  if constexpr (kHardened) return hardened_usable_size(p);
   const Span* s = heap_block_span(p);
   if (s == nullptr) return 0;
   if (s->state == SpanState::kSmall) return kHeapClasses[s->size_class].size;
@@ -372,6 +384,9 @@ void detail::heap_deallocate_sized(void* p, std::size_t n) noexcept {
 void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept {
   if constexpr (detail::kChecked) {
     detail::heap_free_aligned_checked(p, n, static_cast<std::size_t>(alignment));
+  } else if constexpr (detail::kHardened) {
+    (void)alignment;
+    detail::hardened_free_sized(p, n);  // the block knows its size
   } else {
     (void)n;
     (void)alignment;

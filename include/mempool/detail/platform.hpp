@@ -23,6 +23,12 @@
 #define MEMPOOL_CHECKED_BUILD 0
 #endif
 
+#if defined(MEMPOOL_HARDENED) && MEMPOOL_HARDENED
+#define MEMPOOL_HARDENED_BUILD 1
+#else
+#define MEMPOOL_HARDENED_BUILD 0
+#endif
+
 namespace mempool::detail {
 
 // 128-bit integers for multiply-high and the 16-byte CAS (a GCC/Clang extension).
@@ -31,6 +37,13 @@ __extension__ typedef unsigned __int128 uint128;  // NOLINT(modernize-use-using)
 // True in builds configured with MEMPOOL_CHECKED=ON (the `checked` preset): the
 // pools verify every free against their own metadata.
 inline constexpr bool kChecked = MEMPOOL_CHECKED_BUILD != 0;
+
+// True where the heap is compiled with MEMPOOL_HARDENED=1: the hardened drop-in
+// library, libmempool-malloc-hardened.so (src/heap/hardened.cpp). Its blocks carry
+// a canary, freed blocks a fill that is checked on reuse, large blocks a guard
+// page. Every other build compiles those branches away.
+inline constexpr bool kHardened = MEMPOOL_HARDENED_BUILD != 0;
+static_assert(!(kChecked && kHardened), "the checked and hardened builds are separate builds");
 
 // 64 bytes on every x86-64 and most AArch64 parts. std::hardware_destructive_
 // interference_size is not used because GCC warns that it may change between

@@ -1,0 +1,374 @@
+// The hardened heap (MEMPOOL_HARDENED=1: libmempool-malloc-hardened.so, docs/options.md):
+// what malloc, free, realloc and malloc_usable_size do there instead of the hit paths
+// of heap_internal.hpp. Compiled into the hardened library only.
+//
+// A small block of class size S (16 or more) that holds a request of n bytes, n + 8 <= S:
+//
+//   [0, n)               the program's bytes
+//   [n, n + 64)          slack, filled with kPattern (as far as the canary)
+//   [S - 8, S)           the canary: n in both halves, XORed with a secret and the address
+//
+// and once free:
+//
+//   [0, 8)               the free-list link (encoded: free_list.hpp)
+//   [8, 128)             filled with kPattern (as far as the canary)
+//   [S - 8, S)           the canary of a free block (n = kFreedMark)
+//
+// free checks the canary (a free block's: "double free"; one that does not decode, or
+// slack that is not the pattern: "buffer overflow") and the canary of the block just
+// below (an underflow of this block, or an overflow of that one); malloc checks that a
+// block it takes from a free list still holds a free block's canary and fill ("write
+// after free"). Every block of a fresh span is filled so, and the span's free list is
+// shuffled: the order of the blocks a program gets tells nothing about where the next
+// one lies. The canary's secret is the heap's link key: a program cannot forge either.
+//
+// A large block keeps n in its span, slack after it, and a guard page (PROT_NONE) after
+// its last page: a write past the slack faults at once.
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+#include "central_cache.hpp"
+#include "class_info.hpp"
+#include "heap_internal.hpp"
+#include "mempool/detail/os.hpp"
+
+namespace mempool::detail {
+
+namespace {
+
+constexpr std::size_t kCanaryBytes = 8;
+// Slack checked after the program's bytes (an overflow is seen by its first byte).
+constexpr std::size_t kSlackChecked = 64;
+// A free block's fill ends here (or at the canary): enough for the first fields of a
+// structure written through a stale pointer, without filling and checking the whole
+// of a large class's block on every free and malloc.
+constexpr std::size_t kFillEnd = 128;
+constexpr unsigned char kPattern = 0xdb;
+constexpr std::uint64_t kPatternWord = 0x0101010101010101u * kPattern;
+constexpr std::uint32_t kFreedMark = 0xffffffffu;
+// Requests up to this size get a small block (n and the canary fit the largest class).
+constexpr std::size_t kSmallMax = kHeapSmallMax - kCanaryBytes;
+
+const char* const kOverflow = "buffer overflow (canary overwritten)";
+
+// The smallest class a request of n <= kSmallMax fits with its canary: 16 bytes at
+// least, so that a free block's canary and link never share a word.
+std::size_t class_for(std::size_t n) noexcept {
+  return heap_class_of(n + kCanaryBytes < 16 ? 16 : n + kCanaryBytes);
+}
+
+std::uint64_t canary_of(const void* block, std::uint32_t n) noexcept {
+  const std::uint64_t secret = std::rotl(std::uint64_t{heap_link_key()}, 32);
+  return ((std::uint64_t{n} << 32) | n) ^ secret ^ reinterpret_cast<std::uintptr_t>(block);
+}
+
+// The canary word of a block of `size` bytes. Neighbours read it (the check of the
+// block below), while the thread that owns that block may write it: relaxed atomics,
+// plain moves on every machine we target.
+std::uint64_t* canary_slot(void* block, std::size_t size) noexcept {
+  return reinterpret_cast<std::uint64_t*>(static_cast<char*>(block) + size - kCanaryBytes);
+}
+std::uint64_t load_canary(void* block, std::size_t size) noexcept {
+  return __atomic_load_n(canary_slot(block, size), __ATOMIC_RELAXED);
+}
+void store_canary(void* block, std::size_t size, std::uint32_t n) noexcept {
+  __atomic_store_n(canary_slot(block, size), canary_of(block, n), __ATOMIC_RELAXED);
+}
+
+// The n a canary word holds (kFreedMark for a free block), or false when the word was
+// overwritten: its two halves then differ, but for a one-in-2^32 chance.
+bool decode_canary(const void* block, std::uint64_t word, std::uint32_t* n) noexcept {
+  const std::uint64_t v = word ^ canary_of(block, 0);
+  *n = static_cast<std::uint32_t>(v);
+  return static_cast<std::uint32_t>(v >> 32) == *n;
+}
+
+char* bytes_of(void* p) noexcept {
+  return static_cast<char*>(p);
+}
+
+void fill(void* p, std::size_t from, std::size_t to) noexcept {
+  if (from < to) std::memset(bytes_of(p) + from, kPattern, to - from);
+}
+
+// True when bytes [from, to) of p all hold kPattern.
+bool holds_pattern(void* p, std::size_t from, std::size_t to) noexcept {
+  const char* b = bytes_of(p);
+  std::uint64_t diff = 0;
+  std::size_t i = from;
+  for (; i + 8 <= to; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, b + i, sizeof word);
+    diff |= word ^ kPatternWord;
+  }
+  for (; i < to; ++i)
+    diff |= static_cast<unsigned char>(b[i]) ^ kPattern;
+  return diff == 0;
+}
+
+std::size_t slack_end(std::size_t n, std::size_t end) noexcept {
+  return n + kSlackChecked < end ? n + kSlackChecked : end;
+}
+
+std::size_t fill_end(std::size_t size) noexcept {
+  return kFillEnd < size - kCanaryBytes ? kFillEnd : size - kCanaryBytes;
+}
+
+// --- small blocks --------------------------------------------------------------------
+
+// Block p of class size `size` taken from a free list: still a free block? Then it
+// becomes one of n bytes.
+void* hand_out(void* p, std::size_t size, std::size_t n) noexcept {
+  if (load_canary(p, size) != canary_of(p, kFreedMark) || !holds_pattern(p, 8, fill_end(size)))
+    heap_misuse(p, "write after free (a free block was modified)");
+  fill(p, n, slack_end(n, size - kCanaryBytes));
+  store_canary(p, size, static_cast<std::uint32_t>(n));
+  return p;
+}
+
+void* allocate_small(std::size_t c, std::size_t n) noexcept {
+  void* p = heap_pop(c);
+  if (MEMPOOL_UNLIKELY(p == nullptr)) {
+    p = heap_allocate_class_miss(c);
+    if (p == nullptr) return nullptr;
+  }
+  return hand_out(p, kHeapClasses[c].size, n);
+}
+
+// The bytes the program asked for in block p of class size `size`, which it holds:
+// stops the process if the block is free (`freed_problem`) or its canary or slack
+// was overwritten.
+std::size_t live_size(void* p, std::size_t size, const char* freed_problem) noexcept {
+  std::uint32_t n;
+  if (decode_canary(p, load_canary(p, size), &n)) {
+    if (n == kFreedMark) heap_misuse(p, freed_problem);
+    if (n <= size - kCanaryBytes && holds_pattern(p, n, slack_end(n, size - kCanaryBytes)))
+      return n;
+  }
+  heap_misuse(p, kOverflow);
+}
+
+// The canary of the block just below p in its span (live or free, every block of a
+// span has one) must decode: a write before p, or past the end of that block, broke it.
+void check_block_below(void* p, const Span* s, std::size_t size) noexcept {
+  if (reinterpret_cast<std::uintptr_t>(p) == s->start) return;
+  void* below = bytes_of(p) - size;
+  std::uint32_t n;
+  if (!decode_canary(below, load_canary(below, size), &n) ||
+      (n != kFreedMark && n > size - kCanaryBytes))
+    heap_misuse(p, "buffer underflow (the canary of the block below was overwritten)");
+}
+
+// Block p of class c becomes a free block, on this thread's list.
+void release_small(void* p, std::size_t c, std::size_t size) noexcept {
+  fill(p, 8, fill_end(size));
+  store_canary(p, size, kFreedMark);
+  heap_push_to_cache(static_cast<FreeBlock*>(p), c);
+}
+
+// p's span and class from its page-map entry (class not 0): a block the program holds,
+// or the process stops. Returns the bytes it asked for.
+std::size_t check_small(void* p, std::uintptr_t entry, std::size_t c, const char* interior,
+                        const char* freed) noexcept {
+  const Span* s = heap_small_block_span(p, entry, c, interior);
+  const std::size_t size = kHeapClasses[c].size;
+  const std::size_t n = live_size(p, size, freed);
+  check_block_below(p, s, size);
+  return n;
+}
+
+// --- large blocks --------------------------------------------------------------------
+
+// Where a large block's guard page starts, as an offset from its start.
+std::size_t guard_offset(const Span* s) noexcept {
+  return s->bytes() - kHeapPageSize;
+}
+
+void* allocate_large(std::size_t n, std::size_t alignment) noexcept {
+  if (n > kHeapMaxRequest) return nullptr;
+  // Whole pages for n (at least one), then the guard page.
+  const std::size_t bytes = ((n + kHeapPageSize - 1) & ~(kHeapPageSize - 1)) + kHeapPageSize;
+  void* p = heap_allocate_large(n == 0 ? kHeapPageSize * 2 : bytes, alignment);
+  if (p == nullptr) return nullptr;
+  Span* s = g_page_map.lookup(p);
+  // A mapping from the direct cache was made inaccessible when its block was freed.
+  // The whole of a mapping changes, never a part of it: no mapping is split, and the
+  // kernel has no reason to refuse.
+  if (s->state == SpanState::kDirect && s->reused) os_protect(p, s->bytes(), true);
+  s->requested = n;
+  const std::size_t guard = guard_offset(s);
+  fill(p, n, slack_end(n, guard));
+  // Refused (the process has as many mappings as the kernel allows): no guard.
+  os_protect(bytes_of(p) + guard, kHeapPageSize, false);
+  return p;
+}
+
+void check_large_slack(void* p, const Span* s) noexcept {
+  const std::size_t n = s->requested;
+  if (!holds_pattern(p, n, slack_end(n, guard_offset(s)))) heap_misuse(p, kOverflow);
+}
+
+}  // namespace
+
+void* hardened_allocate(std::size_t n) noexcept {
+  if (MEMPOOL_LIKELY(n <= kSmallMax)) return allocate_small(class_for(n), n);
+  return allocate_large(n, kHeapPageSize);
+}
+
+void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
+  if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
+  if (n <= kSmallMax) {
+    const std::size_t need = n + kCanaryBytes < 16 ? 16 : n + kCanaryBytes;
+    if (const std::size_t c = heap_aligned_class(need, alignment); c != 0)
+      return allocate_small(c, n);
+  }
+  return allocate_large(n, alignment);
+}
+
+void hardened_free(void* p) noexcept {
+  const std::uintptr_t entry = g_page_map.lookup_entry(p);
+  const std::size_t c = entry & kSpanTagMask;
+  if (MEMPOOL_LIKELY(c != 0)) {
+    check_small(p, entry, c, "free of a pointer into the middle of a block", "double free");
+    release_small(p, c, kHeapClasses[c].size);
+    return;
+  }
+  heap_free_slow(p, reinterpret_cast<Span*>(entry & ~kSpanTagMask));
+}
+
+void hardened_free_sized(void* p, std::size_t n) noexcept {
+  const std::uintptr_t entry = g_page_map.lookup_entry(p);
+  const std::size_t c = entry & kSpanTagMask;
+  const char* const wrong_size = "sized free with a size that is not the block's";
+  if (MEMPOOL_LIKELY(c != 0)) {
+    if (check_small(p, entry, c, "free of a pointer into the middle of a block", "double free") !=
+        n)
+      heap_misuse(p, wrong_size);
+    release_small(p, c, kHeapClasses[c].size);
+    return;
+  }
+  const Span* s = reinterpret_cast<const Span*>(entry & ~kSpanTagMask);
+  if (s != nullptr && (s->state == SpanState::kLarge || s->state == SpanState::kDirect) &&
+      reinterpret_cast<std::uintptr_t>(p) == s->start && s->requested != n)
+    heap_misuse(p, wrong_size);
+  heap_free_slow(p, reinterpret_cast<Span*>(entry & ~kSpanTagMask));
+}
+
+std::size_t hardened_usable_size(const void* p) noexcept {
+  if (p == nullptr) return 0;
+  void* q = const_cast<void*>(p);  // read only: the checks write nothing
+  const std::uintptr_t entry = g_page_map.lookup_entry(p);
+  if (const std::size_t c = entry & kSpanTagMask; c != 0)
+    return check_small(q, entry, c, "pointer into the middle of a block",
+                       "malloc_usable_size of a free block");
+  const Span* s = heap_block_span(p);
+  check_large_slack(q, s);
+  return s->requested;
+}
+
+void* hardened_realloc(void* p, std::size_t n) noexcept {
+  const std::uintptr_t entry = g_page_map.lookup_entry(p);
+  std::size_t old;
+  if (const std::size_t c = entry & kSpanTagMask; c != 0) {
+    old = check_small(p, entry, c, "realloc of a pointer into the middle of a block",
+                      "realloc of a free block");
+    // In place while the size stays in the block's class, so that a sized free with
+    // the new size still names the right class (as the default build does).
+    if (n <= kSmallMax && class_for(n) == c) {
+      const std::size_t size = kHeapClasses[c].size;
+      fill(p, n, slack_end(n, size - kCanaryBytes));
+      store_canary(p, size, static_cast<std::uint32_t>(n));
+      return p;
+    }
+  } else {
+    Span* s = heap_block_span(p);
+    check_large_slack(p, s);
+    old = s->requested;
+    // In place while it fits before the guard page and still fills half of it.
+    const std::size_t room = guard_offset(s);
+    if (n > kSmallMax && n <= room && n > room / 2) {
+      fill(p, n, slack_end(n, room));
+      s->requested = n;
+      return p;
+    }
+  }
+  void* q = hardened_allocate(n);
+  if (q == nullptr) return nullptr;
+  std::memcpy(q, p, old < n ? old : n);
+  hardened_free(p);
+  return q;
+}
+
+bool hardened_release_large(void* p, Span* s) noexcept {
+  check_large_slack(p, s);
+  // A direct mapping stays inaccessible while the cache keeps it, so that a write after
+  // free faults. Page-heap spans go back to the free lists as they are: protecting them
+  // would cost every span the page heap hands out a system call.
+  if (s->state == SpanState::kDirect) {
+    os_protect(p, s->bytes(), false);
+    return true;
+  }
+  return os_protect(bytes_of(p) + guard_offset(s), kHeapPageSize, true);
+}
+
+namespace {
+constinit std::atomic<std::uint64_t> g_seed{0};
+constinit std::atomic<std::uint64_t> g_spans{0};
+}  // namespace
+
+void hardened_set_seed(std::uint64_t seed) noexcept {
+  g_seed.store(seed, std::memory_order_relaxed);
+}
+
+// Fisher-Yates over the block indexes but the first, with a generator seeded from the heap's secret
+// (or MEMPOOL_HARDENED_SEED) and a count of spans (splitmix64: one multiply-xorshift a
+// block).
+void hardened_prepare_span(Span* s, std::size_t c) noexcept {
+  const HeapClassInfo& info = kHeapClasses[c];
+  const std::size_t size = info.size;
+  const std::uintptr_t key = heap_link_key();
+  const std::uint64_t seed = g_seed.load(std::memory_order_relaxed);
+  std::uint64_t state =
+      (seed != 0 ? seed : key) ^ (g_spans.fetch_add(1, std::memory_order_relaxed) << 32);
+  const auto next_random = [&state]() noexcept {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+  };
+  static constexpr std::size_t kMaxCapacity = [] {
+    std::uint32_t most = 0;
+    for (const HeapClassInfo& i : kHeapClasses)
+      most = i.capacity > most ? i.capacity : most;
+    return most;
+  }();
+  std::uint16_t order[kMaxCapacity];
+  static_assert(kMaxCapacity <= UINT16_MAX + 1);
+  for (std::size_t i = 0; i < info.capacity; ++i)
+    order[i] = static_cast<std::uint16_t>(i);
+  // Block 0 stays first in `order`, so it is pushed first and handed out last: no
+  // canary lies below it (the memory below a span is another's), and while its span
+  // has another free block no program holds it. The others come in a random order.
+  for (std::size_t i = info.capacity - 1; i > 1; --i) {
+    const std::size_t j = 1 + static_cast<std::size_t>(next_random() % i);
+    const std::uint16_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  FreeBlock* head = nullptr;
+  for (std::size_t i = 0; i < info.capacity; ++i) {
+    auto* b = address_as<FreeBlock>(s->start + std::size_t{order[i]} * size);
+    if (size >= 16) {
+      fill(b, 8, fill_end(size));
+      store_canary(b, size, kFreedMark);
+    }
+    b->set_encoded_next(head, key);
+    head = b;
+  }
+  s->free_blocks = head;
+  s->carve = s->carve_end;  // nothing left to carve
+}
+
+}  // namespace mempool::detail
