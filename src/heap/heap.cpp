@@ -30,6 +30,7 @@ constinit bool g_verbose = false;
 constinit std::atomic<std::size_t> g_large_blocks{0};
 
 void before_fork() noexcept {
+  if constexpr (kHardened) hardened_lock();
   ThreadCache::lock_registry();
   g_central_cache.lock_all();
   g_page_heap.lock();
@@ -41,6 +42,7 @@ void after_fork_in_parent() noexcept {
   g_page_heap.unlock();
   g_central_cache.unlock_all();
   ThreadCache::unlock_registry();
+  if constexpr (kHardened) hardened_unlock();
 }
 
 void after_fork_in_child() noexcept {
@@ -136,6 +138,10 @@ std::size_t block_index(const void* p, const Span* s) noexcept {
 #if MEMPOOL_HARDENED_BUILD
 void* heap_allocate_large(std::size_t n, std::size_t alignment) noexcept {
   return allocate_large(n, alignment);
+}
+
+void heap_free_large_span(Span* s) noexcept {
+  free_large(s);
 }
 #endif
 
@@ -415,6 +421,7 @@ Heap& Heap::global() noexcept {
 void collect() noexcept {
   using namespace detail;
   if (tls_thread_cache.state() == ThreadCacheState::kActive) tls_thread_cache.release_all();
+  if constexpr (kHardened) hardened_collect();
   g_central_cache.drain();
   g_page_heap.release_all();
 }

@@ -47,8 +47,9 @@ bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept;
 // The miss path: refill from the central cache (nullptr when out of memory).
 void* heap_allocate_class_miss(std::size_t c) noexcept;
 // Hardened builds: a large block (n > kHeapSmallMax, or an alignment no class
-// gives) from the page heap or a mapping of its own.
+// gives) from the page heap or a mapping of its own, and the free of its span.
 void* heap_allocate_large(std::size_t n, std::size_t alignment) noexcept;
+void heap_free_large_span(Span* s) noexcept;
 // The class an aligned request of n bytes gets: 0 for a large span.
 std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept;
 
@@ -61,9 +62,13 @@ void hardened_free_sized(void* p, std::size_t n) noexcept;
 std::size_t hardened_usable_size(const void* p) noexcept;
 // p a block of the heap, n not 0; nullptr when out of memory (p stays valid).
 void* hardened_realloc(void* p, std::size_t n) noexcept;
-// A large block about to be freed: its slack checked, its guard page made
-// accessible again; false when that failed (the block is then never freed).
+// A large block about to be freed (the page map's checks passed): its slack checked;
+// false when it is not to be freed now (kept with its guard page for reuse).
 bool hardened_release_large(void* p, Span* s) noexcept;
+// Frees the large blocks kept for reuse (collect()); the lock of that cache (fork).
+void hardened_collect() noexcept;
+void hardened_lock() noexcept;
+void hardened_unlock() noexcept;
 // A fresh span of class c (central cache lock held): every block filled as a free
 // one, linked into s->free_blocks in a random order.
 void hardened_prepare_span(Span* s, std::size_t c) noexcept;

@@ -122,13 +122,13 @@ TEST(HardenedHeap, CallocZeroesAFreedBlock) {
   std::free(z);
 }
 
-// A freed block holds its link, then the fill, up to byte 128 (or its canary).
+// A freed block holds its link, then the fill, up to byte 64 (or its canary).
 TEST(HardenedHeap, FreedBlockIsFilled) {
   void* keep = checked_malloc(200);
   auto* p = static_cast<unsigned char*>(checked_malloc(200));
   std::memset(p, 0, 200);
   std::free(p);
-  for (std::size_t i = 8; i < 128; ++i)
+  for (std::size_t i = 8; i < 64; ++i)
     ASSERT_EQ(opaque(p)[i], 0xdb) << i;  // reading a freed block: the allocator's own test
   std::free(keep);
 }
@@ -150,7 +150,7 @@ TEST(HardenedHeap, FreshSpanIsShuffled) {
     const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(b) - s.start;
     ASSERT_EQ(offset % info.size, 0u);
     order.push_back(offset / info.size);
-    for (std::size_t i = 8; i < std::min<std::size_t>(128, info.size - 8); ++i)
+    for (std::size_t i = 8; i < std::min<std::size_t>(64, info.size - 8); ++i)
       ASSERT_EQ(static_cast<unsigned char>(bytes(const_cast<detail::FreeBlock*>(b))[i]), 0xdb);
   }
   ASSERT_EQ(order.size(), info.capacity);
@@ -268,7 +268,7 @@ TEST(HardenedHeapDeathTest, UnderflowStopsFree) {
 }
 
 // A write into a free block stops the malloc that would hand it out: past its link
-// (bytes 8 to 127, and its canary), or over the link itself (a whole word: one byte may
+// (bytes 8 to 63, and its canary), or over the link itself (a whole word: one byte may
 // leave a link that still decodes, free_list.hpp, and is then seen by the next pop).
 TEST(HardenedHeapDeathTest, WriteAfterFreeStopsMalloc) {
   auto write_after_free = [](std::size_t offset, std::size_t n) {
@@ -280,7 +280,7 @@ TEST(HardenedHeapDeathTest, WriteAfterFreeStopsMalloc) {
   };
   const std::string modified = "mempool: heap: write after free \\(a free block was modified\\)";
   EXPECT_DEATH(write_after_free(8, 1), modified);
-  EXPECT_DEATH(write_after_free(127, 1), modified);
+  EXPECT_DEATH(write_after_free(63, 1), modified);
   EXPECT_DEATH(write_after_free(207, 1), modified);  // the canary of the 208-byte block
   EXPECT_DEATH(write_after_free(0, 8), "mempool: heap: free list corrupted");
 }
@@ -372,8 +372,10 @@ int guard_mappings() {
 }
 
 // The page after a large block's last page is a guard: a write there faults. Freed, the
-// block gives its guard back.
+// block waits with its guard for the next large block of its size, which takes it over
+// without a system call; collect() gives it back to the page heap, guard and all.
 TEST(HardenedHeapDeathTest, GuardPageAfterLargeBlock) {
+  collect();
   const int before = guard_mappings();
   void* p = checked_malloc(kLarge);
   EXPECT_EQ(guard_mappings(), before + 1);
@@ -381,6 +383,15 @@ TEST(HardenedHeapDeathTest, GuardPageAfterLargeBlock) {
   bytes(p)[guard - 1] = 1;  // still the block's pages
   EXPECT_EXIT(bytes(opaque(p))[guard] = 1, ::testing::KilledBySignal(SIGSEGV), "");
   std::free(p);
+  EXPECT_EQ(guard_mappings(), before + 1);
+  void* q = checked_malloc(kLarge - 1000);  // the same pages
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(malloc_usable_size(q), kLarge - 1000);
+  EXPECT_EXIT(bytes(opaque(q))[guard] = 1, ::testing::KilledBySignal(SIGSEGV), "");
+  std::free(q);
+  EXPECT_DEATH(std::free(opaque(q)),
+               report("free of a block that is not allocated \\(double free\\?\\)", q));
+  collect();
   EXPECT_EQ(guard_mappings(), before);
 }
 
