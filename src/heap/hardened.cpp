@@ -5,13 +5,13 @@
 // A small block of class size S (16 or more) that holds a request of n bytes, n + 8 <= S:
 //
 //   [0, n)               the program's bytes
-//   [n, n + 64)          slack, filled with kPattern (as far as the canary)
+//   [n, n + 8)           slack, filled with kPattern (as far as the canary)
 //   [S - 8, S)           the canary: n in both halves, XORed with a secret and the address
 //
 // and once free:
 //
 //   [0, 8)               the free-list link (encoded: free_list.hpp)
-//   [8, 128)             filled with kPattern (as far as the canary)
+//   [8, 64)              filled with kPattern (as far as the canary)
 //   [S - 8, S)           the canary of a free block (n = kFreedMark)
 //
 // free checks the canary (a free block's: "double free"; one that does not decode, or
@@ -22,8 +22,9 @@
 // shuffled: the order of the blocks a program gets tells nothing about where the next
 // one lies. The canary's secret is the heap's link key: a program cannot forge either.
 //
-// A large block keeps n in its span, slack after it, and a guard page (PROT_NONE) after
-// its last page: a write past the slack faults at once.
+// A large block keeps n in its span, 64 bytes of slack after it, and a guard page
+// (PROT_NONE) after its last page: a write past the slack faults at once. Freed, it
+// keeps its guard in a small cache for the next large block of its size.
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -156,14 +157,26 @@ bool slack_intact(void* p, std::size_t n, std::size_t size) noexcept {
 std::size_t fill_words(std::size_t size) noexcept {
   return ((size - kCanaryBytes < kFillEnd ? size - kCanaryBytes : kFillEnd) - 8) / 8;
 }
+// Most classes have room for the whole fill: a fixed count of words, unrolled.
+constexpr std::size_t kFillWords = (kFillEnd - 8) / 8;
 void write_fill(void* p, std::size_t size) noexcept {
   auto* w = reinterpret_cast<std::uint64_t*>(bytes_of(p) + 8);
+  if (MEMPOOL_LIKELY(size >= kFillEnd + kCanaryBytes)) {
+    for (std::size_t i = 0; i < kFillWords; ++i)
+      w[i] = kPatternWord;
+    return;
+  }
   for (std::size_t i = 0, k = fill_words(size); i < k; ++i)
     w[i] = kPatternWord;
 }
 bool fill_intact(void* p, std::size_t size) noexcept {
   const auto* w = reinterpret_cast<const std::uint64_t*>(bytes_of(p) + 8);
   std::uint64_t diff = 0;
+  if (MEMPOOL_LIKELY(size >= kFillEnd + kCanaryBytes)) {
+    for (std::size_t i = 0; i < kFillWords; ++i)
+      diff |= w[i] ^ kPatternWord;
+    return diff == 0;
+  }
   for (std::size_t i = 0, k = fill_words(size); i < k; ++i)
     diff |= w[i] ^ kPatternWord;
   return diff == 0;
