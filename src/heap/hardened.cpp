@@ -309,7 +309,9 @@ void* allocate_large(std::size_t n, std::size_t alignment) noexcept {
   // Whole pages for n (at least one), then the guard page.
   const std::size_t pages = n == 0 ? 1 : (n + kHeapPageSize - 1) >> kHeapPageShift;
   Span* s = alignment <= kHeapPageSize ? take_cached(pages) : nullptr;
-  if (s == nullptr) {
+  if (s != nullptr) {
+    s->reused = true;  // it holds the last block's bytes: calloc must clear them
+  } else {
     void* p = heap_allocate_large((pages + 1) << kHeapPageShift, alignment);
     if (p == nullptr) return nullptr;
     s = g_page_map.lookup(p);

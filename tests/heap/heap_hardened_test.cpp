@@ -113,6 +113,8 @@ TEST(HardenedHeap, ReallocKeepsBytesAndMovesTheCanary) {
   std::free(p);
 }
 
+// calloc clears a freed small block (its fill) and a large block that the guard cache
+// kept (the last owner's bytes).
 TEST(HardenedHeap, CallocZeroesAFreedBlock) {
   void* p = checked_malloc(500);
   std::free(p);  // now filled with the free pattern
@@ -120,6 +122,14 @@ TEST(HardenedHeap, CallocZeroesAFreedBlock) {
   for (int i = 0; i < 500; ++i)
     ASSERT_EQ(z[i], 0) << i;
   std::free(z);
+  void* large = checked_malloc(kLarge);
+  std::memset(large, 0x77, kLarge);
+  std::free(large);
+  auto* cleared = static_cast<unsigned char*>(std::calloc(1, kLarge));
+  EXPECT_EQ(cleared, large);  // the same pages, from the cache
+  for (std::size_t i = 0; i < kLarge; ++i)
+    ASSERT_EQ(cleared[i], 0) << i;
+  std::free(cleared);
 }
 
 // A freed block holds its link, then the fill, up to byte 64 (or its canary).
