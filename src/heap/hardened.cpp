@@ -128,25 +128,33 @@ std::size_t slack_end(std::size_t n, std::size_t end) noexcept {
 // --- small blocks --------------------------------------------------------------------
 
 // A small block's slack: the 8 bytes after its n, or the bytes between n and the canary
-// when fewer, as one word (at offset `at`) and the mask of those bytes in it.
+// when fewer, as one word (at offset `at`: n, or the word before the canary when n is
+// closer to it) and the mask of those bytes in it. No branch: with mixed sizes one
+// would go either way at random.
 struct Slack {
   std::size_t at;
   std::uint64_t mask;
 };
+// kBelow[k]: the mask of bytes [0, k) of a word.
+constexpr std::uint64_t kBelow[9] = {0,
+                                     0xff,
+                                     0xffff,
+                                     0xffffff,
+                                     0xffffffff,
+                                     0xffffffffff,
+                                     0xffffffffffff,
+                                     0xffffffffffffff,
+                                     ~std::uint64_t{0}};
 Slack slack_of(std::size_t n, std::size_t size) noexcept {
-  const std::size_t room = size - kCanaryBytes - n;
-  if (room >= 8) return {n, ~std::uint64_t{0}};
-  // The word before the canary: its last `room` bytes (the highest, little-endian).
-  return {size - 16, room == 0 ? 0 : ~std::uint64_t{0} << (8 * (8 - room))};
+  const std::size_t canary = size - kCanaryBytes;
+  const std::size_t at = n < canary - 8 ? n : canary - 8;
+  const std::size_t end = n + 8 < canary ? n + 8 : canary;
+  return {at, kBelow[end - at] & ~kBelow[n - at]};
 }
 void write_slack(void* p, std::size_t n, std::size_t size) noexcept {
   const Slack s = slack_of(n, size);
-  if (s.mask == ~std::uint64_t{0}) {
-    store_word(bytes_of(p) + s.at, kPatternWord);
-  } else {
-    const std::uint64_t w = load_word(bytes_of(p) + s.at);
-    store_word(bytes_of(p) + s.at, (w & ~s.mask) | (kPatternWord & s.mask));
-  }
+  const std::uint64_t w = load_word(bytes_of(p) + s.at);
+  store_word(bytes_of(p) + s.at, (w & ~s.mask) | (kPatternWord & s.mask));
 }
 bool slack_intact(void* p, std::size_t n, std::size_t size) noexcept {
   const Slack s = slack_of(n, size);
