@@ -1,7 +1,8 @@
 # Debian packages by CPack (scripts/package runs it): one package per install
 # component of the top CMakeLists.txt.
 #   libmempool0         runtime: libmempool.so.0
-#   libmempool-malloc0  malloc:  libmempool-malloc.so.0, the LD_PRELOAD drop-in
+#   libmempool-malloc0  malloc:  libmempool-malloc.so.0, the LD_PRELOAD drop-in, and
+#                                libmempool-malloc-hardened.so.0, the hardened one
 #   libmempool-dev      dev:     headers, libmempool.a, the override objects, CMake and
 #                                pkg-config files, the libmempool*.so links
 # Configure with CMAKE_INSTALL_PREFIX=/usr so that GNUInstallDirs gives the multiarch
@@ -31,7 +32,8 @@ set(CPACK_DEBIAN_MALLOC_PACKAGE_NAME libmempool-malloc0)
 set(CPACK_DEBIAN_MALLOC_PACKAGE_SECTION libs)
 set(CPACK_COMPONENT_MALLOC_DESCRIPTION
   "mempool's heap as malloc and operator new for any program\n \
-LD_PRELOAD=libmempool-malloc.so.0 makes a program's malloc family and operator new mempool's.")
+LD_PRELOAD=libmempool-malloc.so.0 makes a program's malloc family and operator new mempool's;\n \
+libmempool-malloc-hardened.so.0 does the same with checks against misuse (canaries, guard pages).")
 
 # The CMake package names libmempool.so.0 and libmempool-malloc.so.0 (mempool::malloc),
 # and find_package checks that both files exist: the dev package needs both.

@@ -72,28 +72,32 @@ void read_bytes(const char* name, std::size_t minimum, std::size_t* value) noexc
   *value = parsed;
 }
 
-// Milliseconds: a decimal count, or "-1" / "never" for kNeverDecay.
-void read_ms(const char* name, std::uint64_t* value) noexcept {
-  // Read once, by the heap's set-up under its init mutex, before any thread of
-  // ours could change the environment.
-  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
-  if (text == nullptr) return;
-  if (std::strcmp(text, "-1") == 0 || std::strcmp(text, "never") == 0) {
-    *value = kNeverDecay;
-    return;
-  }
+// A decimal count below kNeverDecay.
+bool parse_decimal(const char* text, std::uint64_t* out) noexcept {
   std::uint64_t parsed = 0;
   const char* c = text;
   for (; *c >= '0' && *c <= '9'; ++c) {
     const auto digit = static_cast<std::uint64_t>(*c - '0');
-    if (parsed > (kNeverDecay - 1 - digit) / 10) break;  // too big: reported below
+    if (parsed > (kNeverDecay - 1 - digit) / 10) return false;  // too big
     parsed = parsed * 10 + digit;
   }
-  if (c == text || *c != '\0') {
-    write_stderr_line("ignoring ", name, "=", text);
+  if (c == text || *c != '\0') return false;
+  *out = parsed;
+  return true;
+}
+
+// Milliseconds: a decimal count, or "-1" / "never" for kNeverDecay (never_ok), or a
+// plain decimal number.
+void read_decimal(const char* name, bool never_ok, std::uint64_t* value) noexcept {
+  // Read once, by the heap's set-up under its init mutex, before any thread of
+  // ours could change the environment.
+  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
+  if (text == nullptr) return;
+  if (never_ok && (std::strcmp(text, "-1") == 0 || std::strcmp(text, "never") == 0)) {
+    *value = kNeverDecay;
     return;
   }
-  *value = parsed;
+  if (!parse_decimal(text, value)) write_stderr_line("ignoring ", name, "=", text);
 }
 
 void read_flag(const char* name, bool* value) noexcept {
@@ -138,7 +142,8 @@ HeapOptions read_heap_options() noexcept {
   read_bytes("MEMPOOL_DIRECT_MAP_THRESHOLD", std::size_t{256} * 1024, &o.direct_map_threshold);
   read_bytes("MEMPOOL_DIRECT_CACHE_BYTES", 0, &o.direct_cache_bytes);
   read_bytes("MEMPOOL_MEMORY_LIMIT", 0, &o.memory_limit);
-  read_ms("MEMPOOL_DECAY_MS", &o.decay_ms);
+  read_decimal("MEMPOOL_DECAY_MS", true, &o.decay_ms);
+  read_decimal("MEMPOOL_HARDENED_SEED", false, &o.hardened_seed);
   if (o.verbose) {
     char a[24], b[24], c[24], d[24];
     write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),
@@ -153,6 +158,8 @@ HeapOptions read_heap_options() noexcept {
         " MEMPOOL_DECAY_MS=", o.decay_ms == kNeverDecay ? "never" : to_decimal(o.decay_ms, b));
     write_stderr_line("options: MEMPOOL_MEMORY_LIMIT=",
                       o.memory_limit == 0 ? "0 (none)" : to_decimal(o.memory_limit, c));
+    if (o.hardened_seed != 0)
+      write_stderr_line("options: MEMPOOL_HARDENED_SEED=", to_decimal(o.hardened_seed, d));
   }
   return o;
 }

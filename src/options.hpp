@@ -17,8 +17,10 @@ struct HeapOptions {
   std::size_t direct_cache_bytes = std::size_t{256} << 20;       // MEMPOOL_DIRECT_CACHE_BYTES
   std::size_t memory_limit = 0;                                  // MEMPOOL_MEMORY_LIMIT (0: none)
   std::uint64_t decay_ms = 1000;  // MEMPOOL_DECAY_MS (kNeverDecay: "never" or -1)
-  bool show_stats = false;        // MEMPOOL_SHOW_STATS
-  bool verbose = false;           // MEMPOOL_VERBOSE
+  // MEMPOOL_HARDENED_SEED: the hardened library's block order follows it (0: the secret)
+  std::uint64_t hardened_seed = 0;
+  bool show_stats = false;  // MEMPOOL_SHOW_STATS
+  bool verbose = false;     // MEMPOOL_VERBOSE
 };
 
 // Reads the environment. Allocates nothing (the heap may be malloc itself).

@@ -19,6 +19,12 @@ const std::vector<AllocatorInfo>& all_allocators() {
        {"libmempool-malloc.so"},
        "(this build)",
        "mempool as malloc: libmempool-malloc.so"},
+      {"mempool-hardened",
+       true,
+       {"libmempool-malloc-hardened.so"},
+       "(this build)",
+       "mempool as malloc, hardened (docs/options.md): only when asked for by --allocators",
+       false},
       {"mempool-heap", false, {}, "", "mempool::allocate / deallocate, in process"},
       {"object-pool", false, {}, "", "mempool::FixedPool (one thread, one size), in process"},
       {"bitmap-pool", false, {}, "", "mempool::BitmapPool (one size, fixed capacity), in process"},
@@ -44,8 +50,9 @@ bool locate_library(const AllocatorInfo& a, const std::string& exe_dir, std::str
                                    "/usr/lib64",
                                    "/usr/lib",
                                    "/usr/local/lib"};
-  // mempool's own library: beside the tool, or one folder up in a build tree.
-  if (std::string_view(a.name) == "mempool") dirs = {exe_dir, exe_dir + "/..", exe_dir + "/../lib"};
+  // mempool's own libraries: beside the tool, or one folder up in a build tree.
+  const bool ours = std::string_view(a.package) == "(this build)";
+  if (ours) dirs = {exe_dir, exe_dir + "/..", exe_dir + "/../lib"};
   for (const char* lib : a.libs) {
     for (const std::string& d : dirs) {
       const std::string candidate = d + "/" + lib;
@@ -58,8 +65,7 @@ bool locate_library(const AllocatorInfo& a, const std::string& exe_dir, std::str
   }
   *why = std::string("not installed (none of ") + a.libs.front() +
          "... found; Debian: apt-get install " + a.package + ")";
-  if (std::string_view(a.name) == "mempool")
-    *why = "libmempool-malloc.so not built next to mempool-bench";
+  if (ours) *why = std::string(a.libs.front()) + " not built next to mempool-bench";
   return false;
 }
 

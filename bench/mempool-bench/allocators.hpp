@@ -54,6 +54,7 @@ struct AllocatorInfo {
   std::vector<const char*> libs;  // candidates, first found wins (empty: glibc itself)
   const char* package;            // the Debian package that brings it
   const char* what;
+  bool by_default = true;  // run when --allocators does not say which
 };
 
 const std::vector<AllocatorInfo>& all_allocators();

@@ -219,7 +219,7 @@ int run_plan_for(const Options& o, const std::vector<Part>& parts) {
   std::vector<std::string> wanted = o.allocators;
   if (!explicit_list)
     for (const AllocatorInfo& a : all_allocators())
-      wanted.emplace_back(a.name);
+      if (a.by_default) wanted.emplace_back(a.name);
   const Available av = available_allocators(wanted, explicit_list);
   if (av.names.empty()) {
     std::fprintf(stderr, "mempool-bench: none of the allocators asked for is available\n");

@@ -56,7 +56,7 @@ std::string command_line_output(const std::string& command) {
 std::string library_version(const std::string& name, const std::string& path) {
   if (name == "glibc") return gnu_get_libc_version();
   if (name == "std-pmr") return "libstdc++ " + std::to_string(_GLIBCXX_RELEASE);
-  if (path.empty() || name == "mempool") return MEMPOOL_BENCH_VERSION;
+  if (path.empty() || name.starts_with("mempool")) return MEMPOOL_BENCH_VERSION;
   const std::string owner = command_line_output("dpkg-query -S '" + path + "' 2>/dev/null");
   const std::string package = owner.substr(0, owner.find(':'));
   if (package.empty()) return "unknown";

@@ -18,10 +18,12 @@
 namespace mempool_bench {
 namespace {
 
-std::vector<std::string> allocator_names(bool preloaded_only) {
+// Every allocator's name (what --allocators accepts), or those a program runs under when
+// --allocators does not say (the ones that replace malloc and run by default).
+std::vector<std::string> allocator_names(bool program_defaults) {
   std::vector<std::string> names;
   for (const AllocatorInfo& a : all_allocators())
-    if (a.preload || !preloaded_only) names.emplace_back(a.name);
+    if (!program_defaults || (a.preload && a.by_default)) names.emplace_back(a.name);
   return names;
 }
 
@@ -72,7 +74,8 @@ int main(int argc, char** argv) {
                  "a workload, 'suite' (the default set), 'report' or 'run' (-- CMD ARGS...)")
       ->check(CLI::IsMember(command_names()));
   app.add_option("dir", o.report_dir, "report: the folder of saved results");
-  app.add_option("--allocators", o.allocators, "comma-separated (default: every one installed)")
+  app.add_option("--allocators", o.allocators,
+                 "comma-separated (default: every one installed but mempool-hardened)")
       ->delimiter(',')
       ->check(CLI::IsMember(allocator_names(false)));
   app.add_option("--threads", o.threads, "comma-separated thread counts (default 1)")

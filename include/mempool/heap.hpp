@@ -14,7 +14,8 @@
 // Blocks of 16 bytes or more are 16-byte aligned; a request of n bytes gets a
 // block of at least n (usable_size says how much). Freeing a pointer the heap did
 // not hand out, or a pointer into the middle of a block, stops the process with
-// one line naming it; in checked builds double frees and wrong sizes do too.
+// one line naming it; in checked builds double frees and wrong sizes do too, and
+// the hardened drop-in library checks more (docs/options.md).
 #pragma once
 
 #include <cstddef>
@@ -35,7 +36,7 @@ MEMPOOL_API void heap_deallocate_sized(void* p, std::size_t n) noexcept;
 
 // True for a size the compiler knows (after inlining) and that names a class.
 MEMPOOL_ALWAYS_INLINE bool heap_constant_small_size(std::size_t n) noexcept {
-  return __builtin_constant_p(n) && !kChecked && n <= kHeapSmallMax;
+  return __builtin_constant_p(n) && !kChecked && !kHardened && n <= kHeapSmallMax;
 }
 
 // The inline hit: a block for a constant size, nullptr otherwise or on a miss.
@@ -48,7 +49,8 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop_constant_size(std::size_t n) noexcept {
 // the compiler knows (sizeof(T), a constant). Its class is then a constant too,
 // and the thread-cache hit is a pop or push at a fixed TLS address, which the CPU
 // forwards from the last store without waiting (measured: a pair in 2-3 ns
-// instead of 6). Any other size, a miss and the checked build go out of line.
+// instead of 6). Any other size, a miss and the checked and hardened builds go out
+// of line.
 
 // Throws std::bad_alloc when the system is out of memory or n is absurd (more than
 // the address space can hold). allocate(0) returns a unique pointer to free later.

@@ -28,6 +28,10 @@ MEMPOOL_NOINLINE void* realloc_slow(void* p, size_t size) noexcept {
     heap_free(p);
     return nullptr;
   }
+  if constexpr (kHardened) {
+    void* q = hardened_realloc(p, size);
+    return q != nullptr ? q : fail_enomem();
+  }
   Span* s = heap_block_span(p);
   const size_t usable = heap_usable_size_slow(p);
   // Large stays large (a sized free of the new size looks the block up): pages

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "heap_internal.hpp"
 #include "metadata.hpp"
 #include "page_heap.hpp"
 #include "page_map.hpp"
@@ -50,6 +51,7 @@ Span* CentralCache::new_span(std::size_t c) noexcept {
   s->free_blocks = nullptr;
   s->start_divisor = s->start * info.divisor;
   s->size_class = static_cast<std::uint8_t>(c);
+  if constexpr (kHardened) hardened_prepare_span(s, c);
   // The free path reads the class from the page map: tag every page.
   g_page_map.set_range(s->first_page(), s->pages, s);
   return s;

@@ -30,6 +30,7 @@ constinit bool g_verbose = false;
 constinit std::atomic<std::size_t> g_large_blocks{0};
 
 void before_fork() noexcept {
+  if constexpr (kHardened) hardened_lock();
   ThreadCache::lock_registry();
   g_central_cache.lock_all();
   g_page_heap.lock();
@@ -41,6 +42,7 @@ void after_fork_in_parent() noexcept {
   g_page_heap.unlock();
   g_central_cache.unlock_all();
   ThreadCache::unlock_registry();
+  if constexpr (kHardened) hardened_unlock();
 }
 
 void after_fork_in_child() noexcept {
@@ -76,6 +78,7 @@ bool apply_options() noexcept {
   if (options.memory_limit != 0) g_page_heap.set_memory_limit(options.memory_limit);
   g_direct_map_threshold = options.direct_map_threshold;
   g_verbose = options.verbose;
+  if constexpr (kHardened) hardened_set_seed(options.hardened_seed);
   if (options.show_stats) {
     const int copy = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
     if (copy >= 0) g_stats_fd = copy;
@@ -151,6 +154,16 @@ std::size_t block_index(const void* p, const Span* s) noexcept {
 
 }  // namespace
 
+#if MEMPOOL_HARDENED_BUILD
+void* heap_allocate_large(std::size_t n, std::size_t alignment) noexcept {
+  return allocate_large(n, alignment);
+}
+
+void heap_free_large_span(Span* s) noexcept {
+  free_large(s);
+}
+#endif
+
 std::size_t heap_large_blocks() noexcept {
   return g_large_blocks.load(std::memory_order_relaxed);
 }
@@ -219,7 +232,7 @@ void* heap_allocate_slow(std::size_t n) noexcept {
 // start (page-aligned) + k x size, so a class whose size is a multiple of the
 // alignment gives aligned blocks; the power of two at or above max(n, alignment)
 // is such a class, so the search is short.
-std::size_t aligned_class(std::size_t n, std::size_t alignment) noexcept {
+std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept {
   if (alignment <= kMinAlignLarge) {
     // Classes of 16 bytes and more are 16-byte aligned; only the 8-byte class is not.
     const std::size_t m = alignment > 8 && n < 16 ? 16 : n;
@@ -233,8 +246,9 @@ std::size_t aligned_class(std::size_t n, std::size_t alignment) noexcept {
 }
 
 void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
+  if constexpr (kHardened) return hardened_allocate_aligned(n, alignment);
   if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
-  if (const std::size_t c = aligned_class(n, alignment); c != 0) return heap_allocate_class(c);
+  if (const std::size_t c = heap_aligned_class(n, alignment); c != 0) return heap_allocate_class(c);
   return allocate_large(n == 0 ? 1 : n, alignment);
 }
 
@@ -282,13 +296,16 @@ void heap_free_slow(void* p, Span* s) noexcept {
   }
   if (reinterpret_cast<std::uintptr_t>(p) != s->start)
     heap_misuse(p, "free of a pointer into the middle of a block");
+  if constexpr (kHardened) {
+    if (!hardened_release_large(p, s)) return;
+  }
   free_large(s);
 }
 
 void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) noexcept {
   if (p == nullptr) return;
   const Span* s = heap_block_span(p);
-  const std::size_t c = aligned_class(n, alignment);
+  const std::size_t c = heap_aligned_class(n, alignment);
   if (n > heap_usable_size(p) || c != s->size_class)
     heap_misuse(p, "sized free with a size that is not the block's");
   heap_free(p);
@@ -319,6 +336,7 @@ void checked_on_free(void* p, Span* s) noexcept {
 }
 
 std::size_t heap_usable_size_slow(const void* p) noexcept {
+  if constexpr (kHardened) return hardened_usable_size(p);
   const Span* s = heap_block_span(p);
   if (s == nullptr) return 0;
   if (s->state == SpanState::kSmall) return kHeapClasses[s->size_class].size;
@@ -406,6 +424,9 @@ void detail::heap_deallocate_sized(void* p, std::size_t n) noexcept {
 void deallocate(void* p, std::size_t n, std::align_val_t alignment) noexcept {
   if constexpr (detail::kChecked) {
     detail::heap_free_aligned_checked(p, n, static_cast<std::size_t>(alignment));
+  } else if constexpr (detail::kHardened) {
+    (void)alignment;
+    detail::hardened_free_sized(p, n);  // the block knows its size
   } else {
     (void)n;
     (void)alignment;
@@ -443,6 +464,7 @@ std::size_t memory_limit() noexcept {
 void collect() noexcept {
   using namespace detail;
   if (tls_thread_cache.state() == ThreadCacheState::kActive) tls_thread_cache.release_all();
+  if constexpr (kHardened) hardened_collect();
   g_central_cache.drain();
   g_page_heap.release_all();
 }

@@ -46,6 +46,34 @@ bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept;
 
 // The miss path: refill from the central cache (nullptr when out of memory).
 void* heap_allocate_class_miss(std::size_t c) noexcept;
+// Hardened builds: a large block (n > kHeapSmallMax, or an alignment no class
+// gives) from the page heap or a mapping of its own, and the free of its span.
+void* heap_allocate_large(std::size_t n, std::size_t alignment) noexcept;
+void heap_free_large_span(Span* s) noexcept;
+// The class an aligned request of n bytes gets: 0 for a large span.
+std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept;
+
+// The hardened build (kHardened, src/heap/hardened.cpp): each function below
+// replaces the hit path of the same name, so that every block is checked.
+void* hardened_allocate(std::size_t n) noexcept;
+void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
+void hardened_free(void* p) noexcept;
+void hardened_free_sized(void* p, std::size_t n) noexcept;
+std::size_t hardened_usable_size(const void* p) noexcept;
+// p a block of the heap, n not 0; nullptr when out of memory (p stays valid).
+void* hardened_realloc(void* p, std::size_t n) noexcept;
+// A large block about to be freed (the page map's checks passed): its slack checked;
+// false when it is not to be freed now (kept with its guard page for reuse).
+bool hardened_release_large(void* p, Span* s) noexcept;
+// Frees the large blocks kept for reuse (collect()); the lock of that cache (fork).
+void hardened_collect() noexcept;
+void hardened_lock() noexcept;
+void hardened_unlock() noexcept;
+// A fresh span of class c (central cache lock held): every block filled as a free
+// one, linked into s->free_blocks in a random order.
+void hardened_prepare_span(Span* s, std::size_t c) noexcept;
+// MEMPOOL_HARDENED_SEED: that order follows the seed instead of the secret (0).
+void hardened_set_seed(std::uint64_t seed) noexcept;
 
 MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
   void* p = heap_pop(c);
@@ -56,6 +84,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
 // The hit path alone: a block from the cache, or nullptr for anything else (the
 // caller then tail-calls its own slow path, so the hit path saves no register).
 MEMPOOL_ALWAYS_INLINE void* heap_try_hit(std::size_t n) noexcept {
+  if constexpr (kHardened) return hardened_allocate(n);
   // Two copies of the pop, one per granule of the class table, so that neither
   // size range jumps back into the other's code (measured: 1.5-2 ns a pair).
   if (MEMPOOL_LIKELY(n <= kHeapFineMax)) return heap_pop(kHeapClassTable.by_index[(n + 7) >> 3]);
@@ -64,6 +93,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_try_hit(std::size_t n) noexcept {
 }
 
 MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
+  if constexpr (kHardened) return hardened_allocate(n);
   if (MEMPOOL_LIKELY(n <= kHeapSmallMax)) return heap_allocate_class(heap_class_of(n));
   return heap_allocate_slow(n);
 }
@@ -87,6 +117,10 @@ MEMPOOL_ALWAYS_INLINE void heap_free_small(void* p, Span* s, std::size_t c) noex
 }
 
 MEMPOOL_ALWAYS_INLINE void heap_free(void* p) noexcept {
+  if constexpr (kHardened) {
+    hardened_free(p);
+    return;
+  }
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
   if (MEMPOOL_LIKELY(c != 0)) {
@@ -101,6 +135,7 @@ MEMPOOL_ALWAYS_INLINE void heap_free(void* p) noexcept {
 // free): a small block's size from the class in its page-map entry, one lookup.
 // 0 for anything else (nullptr, large, direct or foreign blocks).
 MEMPOOL_ALWAYS_INLINE std::size_t heap_small_usable_size(const void* p) noexcept {
+  if constexpr (kHardened) return 0;  // heap_usable_size_slow answers
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
   if (MEMPOOL_UNLIKELY(c == 0)) return 0;
@@ -121,6 +156,7 @@ MEMPOOL_ALWAYS_INLINE std::size_t heap_usable_size(const void* p) noexcept {
 // or large, a large, direct or foreign block, an empty cache), before anything
 // changed: the caller's slow path then does the whole work.
 MEMPOOL_ALWAYS_INLINE void* heap_try_realloc_small(void* p, std::size_t size) noexcept {
+  if constexpr (kHardened) return nullptr;  // the slow path calls hardened_realloc
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
   if (MEMPOOL_UNLIKELY(c == 0 || size - 1 >= kHeapSmallMax)) return nullptr;
@@ -140,6 +176,8 @@ MEMPOOL_ALWAYS_INLINE void* heap_try_realloc_small(void* p, std::size_t size) no
 MEMPOOL_ALWAYS_INLINE void heap_free_sized(void* p, std::size_t n) noexcept {
   if constexpr (kChecked) {
     heap_free_sized_checked(p, n);
+  } else if constexpr (kHardened) {
+    hardened_free_sized(p, n);
   } else {
     if (MEMPOOL_LIKELY(n <= kHeapSmallMax && p != nullptr)) {
       heap_free_to_cache(p, heap_class_of(n));

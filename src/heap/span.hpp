@@ -53,6 +53,8 @@ struct alignas(128) Span {
   bool reused = false;
   // kFree and kCached: when the pages were last in use (page heap clock, ms), for decay.
   std::uint64_t free_since = 0;
+  // Hardened builds, kLarge and kDirect: the bytes the program asked for.
+  std::size_t requested = 0;
   // Checked builds: one bit per block, set while the program holds the block.
   std::atomic<std::uint64_t>* live_bits = nullptr;
 

@@ -95,6 +95,11 @@ void os_release(void* p, std::size_t bytes) noexcept {
   ::madvise(p, bytes, MADV_DONTNEED);
 }
 
+bool os_protect(void* p, std::size_t bytes, bool accessible) noexcept {
+  if (p == nullptr || bytes == 0) return true;
+  return ::mprotect(p, bytes, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+}
+
 }  // namespace detail
 
 namespace testing {

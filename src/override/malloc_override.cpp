@@ -77,7 +77,8 @@ __attribute__((constructor)) void announce() noexcept {
   heap_read_options();
   if (heap_verbose()) {
     write_stderr_line("mempool " MEMPOOL_VERSION_STRING
-                      ": active as malloc and operator new in this process");
+                      ": active as malloc and operator new in this process",
+                      kHardened ? " (hardened)" : "");
   }
 }
 

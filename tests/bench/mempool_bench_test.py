@@ -243,6 +243,18 @@ class Command(unittest.TestCase):
             self.assertIn("glibc", names)
             self.assertIn("mempool", names)
             self.assertFalse(names & {"mempool-heap", "object-pool", "std-pmr"}, names)
+            # The hardened library runs only when asked for (it is not a peer).
+            self.assertNotIn("mempool-hardened", names)
+
+    def test_the_hardened_library_when_asked_for(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--allocators=mempool-hardened", "--repeat=1", "--out", d, "--",
+                    "/usr/bin/python3", "-c", "print(len([str(i) for i in range(10000)]))")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "results.jsonl")) as f:
+                records = [json.loads(line) for line in f]
+            self.assertEqual([x["allocator"] for x in records], ["mempool-hardened"])
+            self.assertIn("libmempool-malloc-hardened.so", records[0]["malloc_from"])
 
     def test_a_failing_command_is_a_failure_not_a_number(self):
         with tempfile.TemporaryDirectory() as d:

@@ -106,3 +106,14 @@ run(${WORK_DIR}/build/override_consumer)
 expect("consumer under LD_PRELOAD" "active as malloc and operator new.*malloc-is-mempool 1"
        ${CMAKE_COMMAND} -E env MEMPOOL_VERBOSE=1 LD_PRELOAD=${libdir}/libmempool-malloc.so
        ${WORK_DIR}/build/consumer)
+# The hardened drop-in, installed beside it where it is built (HARDENED: not under a
+# sanitizer, nor in the checked build).
+if(HARDENED)
+  expect("SONAME of libmempool-malloc-hardened"
+         "SONAME +libmempool-malloc-hardened\\.so\\.${major}\n"
+         ${OBJDUMP} -p ${libdir}/libmempool-malloc-hardened.so.${VERSION})
+  expect("consumer under the hardened LD_PRELOAD"
+         "active as malloc and operator new in this process \\(hardened\\).*malloc-is-mempool 1"
+         ${CMAKE_COMMAND} -E env MEMPOOL_VERBOSE=1
+         LD_PRELOAD=${libdir}/libmempool-malloc-hardened.so.${major} ${WORK_DIR}/build/consumer)
+endif()

@@ -105,15 +105,22 @@ def glibc_version():
 
 # --- running ----------------------------------------------------------------------------------
 
-def child_environment(preload, aslr=False):
+# Settings of a build's library. The hardened library shuffles the blocks of each fresh span
+# with a secret: where a write out of bounds lands (a live block, a free one, the span below)
+# would change from run to run. With a seed the order is the same in every run.
+BUILD_ENVIRONMENT = {"mempool-hardened": {"MEMPOOL_HARDENED_SEED": "1"}}
+
+
+def child_environment(preload, aslr=False, build=None):
     """The environment of a case: nothing of the caller's allocator settings, glibc's fatal
-    messages on stderr (not the terminal), the build's library preloaded; MISUSE_ASLR keeps
-    address randomization on (misuse_cases turns it off)."""
+    messages on stderr (not the terminal), the build's library preloaded (and its settings);
+    MISUSE_ASLR keeps address randomization on (misuse_cases turns it off)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MEMPOOL_", "MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD", "MISUSE_"))}
     env["LIBC_FATAL_STDERR_"] = "1"
     if preload:
         env["LD_PRELOAD"] = preload
+    env.update(BUILD_ENVIRONMENT.get(build, {}))
     if aslr:
         env["MISUSE_ASLR"] = "1"
     return env
@@ -153,10 +160,10 @@ def run_case(binary, case, env, timeout):
     return classify(done.returncode, done.stdout, done.stderr)
 
 
-def run_build(binary, cases, preload, args):
+def run_build(binary, cases, build, preload, args):
     """{case name: Outcome} of one build; a case that does not do the same in each of its
     --repeat runs is 'unstable', which matches no recorded outcome."""
-    env = child_environment(preload, args.aslr)
+    env = child_environment(preload, args.aslr, build)
     names = [c.name for c in cases for _ in range(args.repeat)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         seen = list(pool.map(lambda n: run_case(binary, n, env, args.timeout), names))
@@ -406,7 +413,7 @@ def main():
     for build, path in runs:
         if path is not None:
             check_preload(binary, path)
-        observed[build] = run_build(binary, cases, path, args)
+        observed[build] = run_build(binary, cases, build, path, args)
 
     if args.table:
         print("\n".join(case_table(cases, observed, args.build or COLUMNS)))

@@ -30,11 +30,16 @@ for deb in "${debs[@]}"; do
   files=$(dpkg-deb -c "$deb")
   case "$name" in
     libmempool0 | libmempool-malloc0)
-      lib=${name%0}.so.0
+      # libmempool-malloc0 ships both drop-ins: libmempool-malloc.so.0 and the hardened one.
+      libs=("${name%0}.so.0")
+      [ "$name" = libmempool-malloc0 ] && libs+=(libmempool-malloc-hardened.so.0)
       [[ "$depends" == *libc6* && "$depends" == *libstdc++6* ]] || fail "$name: Depends: $depends"
-      grep -q "\.$libdir/$lib -> " <<<"$files" || fail "$name has no $libdir/$lib link"
-      # Exactly the library: the link and the file it names.
-      [ "$(grep -c '\.so' <<<"$files")" -eq 2 ] || fail "$name holds more than $lib:"$'\n'"$files"
+      for lib in "${libs[@]}"; do
+        grep -q "\.$libdir/$lib -> " <<<"$files" || fail "$name has no $libdir/$lib link"
+      done
+      # Exactly the libraries: each link and the file it names.
+      [ "$(grep -c '\.so' <<<"$files")" -eq $((2 * ${#libs[@]})) ] ||
+        fail "$name holds more than ${libs[*]}:"$'\n'"$files"
       dpkg-deb --ctrl-tarfile "$deb" | tar xO ./postinst | grep -q ldconfig ||
         fail "$name does not run ldconfig"
       ;;
@@ -80,6 +85,10 @@ out=$(LD_PRELOAD=$libdir/libmempool-malloc.so.0 MEMPOOL_VERBOSE=1 \
   python3 -c 'print(sum(len(str(i)) for i in range(100000)))' 2>&1)
 [[ "$out" == *"active as malloc and operator new"* ]] || fail "python3 did not run on mempool: $out"
 [[ "$out" == *$'\n'488890 ]] || fail "python3 under mempool printed: $out"
+out=$(LD_PRELOAD=$libdir/libmempool-malloc-hardened.so.0 MEMPOOL_VERBOSE=1 \
+  python3 -c 'print(sum(len(str(i)) for i in range(100000)))' 2>&1)
+[[ "$out" == *"in this process (hardened)"* ]] || fail "python3 did not run on hardened mempool: $out"
+[[ "$out" == *$'\n'488890 ]] || fail "python3 under hardened mempool printed: $out"
 
 apt-get purge -y -qq "${packages[@]}" >/dev/null
 left=$(ls -d /usr/include/mempool "$libdir"/libmempool* "$libdir"/cmake/mempool \

@@ -11,7 +11,7 @@ SCHEMA = 1
 BASELINE = "glibc"
 # Column order: the malloc replacements first, then the in-process allocators.
 ALLOCATOR_ORDER = [
-    "glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool",
+    "glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
     "mempool-heap", "object-pool", "bitmap-pool", "size-class-pool", "std-pmr",
 ]
 WORKLOAD_ORDER = [

@@ -18,7 +18,7 @@ EXTRA_METRICS = {
 # swapped in with LD_PRELOAD: a mismatch means the preload did not take.
 EXPECTED_MALLOC_FROM = {
     "glibc": "libc.so", "mimalloc": "mimalloc", "jemalloc": "jemalloc",
-    "tcmalloc": "tcmalloc", "mempool": "mempool",
+    "tcmalloc": "tcmalloc", "mempool": "mempool", "mempool-hardened": "mempool-malloc-hardened",
 }
 
 VS_BEST_PEER = f"{SUBJECT} vs best peer"

@@ -26,6 +26,11 @@ MEMPOOL_API void* os_remap(void* p, std::size_t old_bytes, std::size_t new_bytes
 // Gives the pages back (madvise MADV_DONTNEED): the range stays mapped and reads as
 // zeros when touched again. p and bytes are multiples of the OS page size.
 MEMPOOL_API void os_release(void* p, std::size_t bytes) noexcept;
+// Makes the pages unreadable and unwritable (a guard: a touch is SIGSEGV), or
+// readable and writable again. false when the OS refuses (ENOMEM: the process has
+// as many separate mappings as the kernel allows). p and bytes are multiples of
+// the OS page size.
+MEMPOOL_API bool os_protect(void* p, std::size_t bytes, bool accessible) noexcept;
 
 }  // namespace mempool::detail
 

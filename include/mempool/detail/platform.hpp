@@ -38,9 +38,13 @@ __extension__ typedef unsigned __int128 uint128;  // NOLINT(modernize-use-using)
 // pools verify every free against their own metadata.
 inline constexpr bool kChecked = MEMPOOL_CHECKED_BUILD != 0;
 
-// True where MEMPOOL_HARDENED=1 is defined: the pools encode and check their
-// free-list links too (free_list.hpp), which the default build leaves plain.
+// True where MEMPOOL_HARDENED=1 is defined: the hardened drop-in library,
+// libmempool-malloc-hardened.so (src/heap/hardened.cpp), whose blocks carry a
+// canary, freed blocks a fill that is checked on reuse, large blocks a guard page;
+// and code built against mempool with it, whose pools encode and check their
+// free-list links (free_list.hpp). Every other build compiles those branches away.
 inline constexpr bool kHardened = MEMPOOL_HARDENED_BUILD != 0;
+static_assert(!(kChecked && kHardened), "the checked and hardened builds are separate builds");
 
 // 64 bytes on every x86-64 and most AArch64 parts. std::hardware_destructive_
 // interference_size is not used because GCC warns that it may change between

@@ -1,0 +1,438 @@
+// The hardened heap (MEMPOOL_HARDENED=1: libmempool-malloc-hardened.so, src/heap/hardened.cpp),
+// linked into this program as its malloc and operator new (mempool::override_hardened), so
+// that gtest's own allocations go through it too. What it catches beyond the default build:
+// overflows and underflows (a canary after each block, checked on free), writes after free
+// (freed blocks filled, checked when handed out again), double frees and uses of free
+// blocks wherever the block is (the canary says "free"), sized deletes with a wrong size;
+// and how: malloc_usable_size is the size asked for, spans are shuffled, large blocks have
+// a guard page, freed huge blocks are unreadable. Every write out of bounds happens inside
+// the death test's child: the parent's heap stays sound.
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "heap/central_cache.hpp"
+#include "heap/class_info.hpp"
+#include "heap/heap_internal.hpp"
+#include "heap/page_map.hpp"
+#include "heap_test_util.hpp"
+#include "mempool/heap.hpp"
+#include "mempool/mempool.h"
+
+// Frees and uses of freed blocks are what this file tests.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuse-after-free"
+#endif
+
+namespace mempool {
+namespace {
+
+static_assert(detail::kHardened, "built with MEMPOOL_HARDENED=1 (mempool::override_hardened)");
+
+using heap_test::hex_pointer;
+using heap_test::kKiB;
+using heap_test::kMiB;
+
+constexpr std::size_t kPage = detail::kHeapPageSize;
+constexpr std::size_t kLarge = 300 * kKiB;  // past the largest class: a span of its own
+constexpr std::size_t kHuge = 70 * kMiB;    // past MEMPOOL_DIRECT_MAP_THRESHOLD: a mapping
+
+// The report about p: "mempool: heap: <problem>" and p in hex.
+std::string report(const std::string& problem, const void* p) {
+  return "mempool: heap: " + problem + ".*" + hex_pointer(p) + "([^0-9a-fx]|$)";
+}
+const std::string kOverflow = "buffer overflow \\(canary overwritten\\)";
+
+char* bytes(void* p) {
+  return static_cast<char*>(p);
+}
+
+// The compiler may not pair a malloc with its free, nor see a write it could drop.
+template <class T>
+T opaque(T value) {
+  asm volatile("" : "+r"(value));
+  return value;
+}
+
+void* checked_malloc(std::size_t n) {
+  void* p = opaque(std::malloc(n));
+  if (p == nullptr) std::abort();
+  return p;
+}
+
+// Small blocks of several classes (one whose request leaves no slack: 24 + 8 = 32), the
+// largest class and a large block.
+constexpr std::size_t kSizes[] = {0, 1, 24, 64, 1000, 100 * kKiB, 256 * kKiB - 8, kLarge};
+
+TEST(HardenedHeap, UsableSizeIsTheSizeAskedFor) {
+  for (std::size_t n : kSizes) {
+    void* p = checked_malloc(n);
+    EXPECT_EQ(malloc_usable_size(p), n) << n;
+    EXPECT_EQ(mp_usable_size(p), n) << n;
+    EXPECT_EQ(usable_size(p), n) << n;
+    std::memset(p, 0x5a, n);  // all of it is the program's
+    std::free(p);
+  }
+  void* aligned = std::aligned_alloc(4096, 100);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(aligned) % 4096, 0u);
+  EXPECT_EQ(malloc_usable_size(aligned), 100u);
+  std::free(aligned);
+}
+
+// realloc keeps the bytes, within a class in place, and the new size is what the block
+// then holds (its canary moves with it).
+TEST(HardenedHeap, ReallocKeepsBytesAndMovesTheCanary) {
+  auto* p = static_cast<unsigned char*>(checked_malloc(100));
+  for (int i = 0; i < 100; ++i)
+    p[i] = static_cast<unsigned char>(i);
+  // 100 and 104 bytes both fit the 112-byte class with their canary.
+  EXPECT_EQ(std::realloc(p, 104), p);
+  EXPECT_EQ(malloc_usable_size(p), 104u);
+  std::size_t size = 104;
+  for (std::size_t n : {1000u, 200u * 1024u, 600u * 1024u, 500u * 1024u, 70u, 3u}) {
+    p = static_cast<unsigned char*>(std::realloc(p, n));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(malloc_usable_size(p), n);
+    for (std::size_t i = 0; i < std::min<std::size_t>({size, n, 100}); ++i)
+      ASSERT_EQ(p[i], i) << "after realloc to " << n;
+    std::memset(p + std::min<std::size_t>(size, n), 0, n - std::min<std::size_t>(size, n));
+    size = n;
+  }
+  std::free(p);
+}
+
+// calloc clears a freed small block (its fill) and a large block that the guard cache
+// kept (the last owner's bytes).
+TEST(HardenedHeap, CallocZeroesAFreedBlock) {
+  void* p = checked_malloc(500);
+  std::free(p);  // now filled with the free pattern
+  auto* z = static_cast<unsigned char*>(std::calloc(5, 100));
+  for (int i = 0; i < 500; ++i)
+    ASSERT_EQ(z[i], 0) << i;
+  std::free(z);
+  void* large = checked_malloc(kLarge);
+  std::memset(large, 0x77, kLarge);
+  std::free(large);
+  auto* cleared = static_cast<unsigned char*>(std::calloc(1, kLarge));
+  EXPECT_EQ(cleared, large);  // the same pages, from the cache
+  for (std::size_t i = 0; i < kLarge; ++i)
+    ASSERT_EQ(cleared[i], 0) << i;
+  std::free(cleared);
+}
+
+// A freed block holds its link, then the fill, up to byte 64 (or its canary).
+TEST(HardenedHeap, FreedBlockIsFilled) {
+  void* keep = checked_malloc(200);
+  auto* p = static_cast<unsigned char*>(checked_malloc(200));
+  std::memset(p, 0, 200);
+  std::free(p);
+  for (std::size_t i = 8; i < 64; ++i)
+    ASSERT_EQ(opaque(p)[i], 0xdb) << i;  // reading a freed block: the allocator's own test
+  std::free(keep);
+}
+
+// Every block of a fresh span is filled as a free one, each once on its free list, in a
+// random order but for the span's first block, which comes last.
+TEST(HardenedHeap, FreshSpanIsShuffled) {
+  const std::size_t c = detail::heap_class_of(48);
+  const detail::HeapClassInfo& info = detail::kHeapClasses[c];
+  ASSERT_GT(info.capacity, 100u);
+  std::vector<char> memory(info.span_pages * kPage + kPage);
+  detail::Span s;
+  s.start = (reinterpret_cast<std::uintptr_t>(memory.data()) + kPage - 1) & ~(kPage - 1);
+  s.pages = info.span_pages;
+  detail::hardened_prepare_span(&s, c);
+  const std::uintptr_t key = detail::heap_link_key();
+  std::vector<std::size_t> order;
+  for (const detail::FreeBlock* b = s.free_blocks; b != nullptr; b = b->decoded_next(key)) {
+    const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(b) - s.start;
+    ASSERT_EQ(offset % info.size, 0u);
+    order.push_back(offset / info.size);
+    for (std::size_t i = 8; i < std::min<std::size_t>(64, info.size - 8); ++i)
+      ASSERT_EQ(static_cast<unsigned char>(bytes(const_cast<detail::FreeBlock*>(b))[i]), 0xdb);
+  }
+  ASSERT_EQ(order.size(), info.capacity);
+  EXPECT_EQ(std::set<std::size_t>(order.begin(), order.end()).size(), info.capacity);
+  EXPECT_EQ(order.back(), 0u);
+  std::size_t in_place = 0;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    in_place += order[i] == i ? 1 : 0;
+  EXPECT_LT(in_place, info.capacity / 4);  // a shuffle of 170 leaves about one in place
+  EXPECT_EQ(s.carve, s.carve_end);
+}
+
+// Threads that allocate, free each other's blocks and check their bytes: no check fires
+// on correct use (a block's neighbour is read while another thread writes it).
+TEST(HardenedHeap, ThreadsWithCrossThreadFrees) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20000;
+  std::vector<std::vector<unsigned char*>> handed(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &handed] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      std::vector<unsigned char*> mine;
+      for (int i = 0; i < kRounds; ++i) {
+        const std::size_t n = rng() % 3 == 0 ? rng() % 4000 : rng() % 120;
+        auto* p = static_cast<unsigned char*>(checked_malloc(n));
+        std::memset(p, t, n);
+        mine.push_back(p);
+        if (mine.size() > 64) {
+          std::swap(mine[rng() % mine.size()], mine.back());
+          std::free(mine.back());
+          mine.pop_back();
+        }
+      }
+      handed[t] = std::move(mine);
+    });
+  }
+  for (std::thread& th : threads)
+    th.join();
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {  // each frees the next one's blocks
+    threads.emplace_back([&handed, t] {
+      for (unsigned char* p : handed[(t + 1) % kThreads])
+        std::free(p);
+    });
+  }
+  for (std::thread& th : threads)
+    th.join();
+}
+
+// --- what it stops ----------------------------------------------------------------------
+
+// One byte past the request: in the slack, or (24 bytes) on the canary itself; and past a
+// large block's request.
+TEST(HardenedHeapDeathTest, OverflowStopsFree) {
+  for (std::size_t n : kSizes) {
+    void* p = checked_malloc(n);
+    EXPECT_DEATH(
+        {
+          bytes(opaque(p))[n] = 0x41;
+          std::free(p);
+        },
+        report(kOverflow, p))
+        << n;
+    std::free(p);
+  }
+}
+
+// The same overflow seen by realloc and malloc_usable_size, and by a sized delete.
+TEST(HardenedHeapDeathTest, OverflowStopsReallocAndUsableSize) {
+  void* p = checked_malloc(40);
+  EXPECT_DEATH(
+      {
+        bytes(opaque(p))[45] = 0;
+        std::printf("%p\n", std::realloc(p, 4000));
+      },
+      report(kOverflow, p));
+  EXPECT_DEATH(
+      {
+        bytes(opaque(p))[40] = 0;
+        std::printf("%zu\n", malloc_usable_size(p));
+      },
+      report(kOverflow, p));
+  void* q = opaque(::operator new(40));
+  EXPECT_DEATH(
+      {
+        bytes(opaque(q))[47] = 1;
+        ::operator delete(q, 40);
+      },
+      report(kOverflow, q));
+  ::operator delete(q, 40);
+  std::free(p);
+}
+
+// A write before a block breaks the canary of the block below it, which its free checks.
+TEST(HardenedHeapDeathTest, UnderflowStopsFree) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i)
+    blocks.push_back(checked_malloc(64));
+  int tested = 0;
+  for (void* p : blocks) {
+    if (detail::g_page_map.lookup(p)->start == reinterpret_cast<std::uintptr_t>(p))
+      continue;  // the first block of its span has nothing of its span below it
+    EXPECT_DEATH(
+        {
+          bytes(opaque(p))[-1] = 0x41;
+          std::free(p);
+        },
+        report("buffer underflow \\(the canary of the block below was overwritten\\)", p));
+    ++tested;
+  }
+  EXPECT_GT(tested, 0);
+  for (void* p : blocks)
+    std::free(p);
+}
+
+// A write into a free block stops the malloc that would hand it out: past its link
+// (bytes 8 to 63, and its canary), or over the link itself (a whole word: one byte may
+// leave a link that still decodes, free_list.hpp, and is then seen by the next pop).
+TEST(HardenedHeapDeathTest, WriteAfterFreeStopsMalloc) {
+  auto write_after_free = [](std::size_t offset, std::size_t n) {
+    void* keep = checked_malloc(200);  // the class's list is this thread's own
+    void* p = checked_malloc(200);
+    std::free(p);
+    std::memset(bytes(opaque(p)) + offset, 0x41, n);
+    std::printf("%p %p\n", checked_malloc(200), keep);  // pops p
+  };
+  const std::string modified = "mempool: heap: write after free \\(a free block was modified\\)";
+  EXPECT_DEATH(write_after_free(8, 1), modified);
+  EXPECT_DEATH(write_after_free(63, 1), modified);
+  EXPECT_DEATH(write_after_free(207, 1), modified);  // the canary of the 208-byte block
+  EXPECT_DEATH(write_after_free(0, 8), "mempool: heap: free list corrupted");
+}
+
+// Double frees, wherever the block went in between: this thread's list, a thread that has
+// exited (its list went to the central cache), and large blocks. The whole sequence runs in
+// the child: between a free in the parent and the statement, gtest's own allocations could
+// take the block again.
+TEST(HardenedHeapDeathTest, DoubleFreeIsNamed) {
+  EXPECT_DEATH(
+      {
+        void* p = checked_malloc(64);
+        std::free(p);
+        std::free(opaque(p));
+      },
+      "mempool: heap: double free \\(pointer 0x");
+  EXPECT_DEATH(
+      {
+        void* q = checked_malloc(1000);
+        std::thread([q] { std::free(q); }).join();
+        std::free(opaque(q));
+      },
+      "mempool: heap: double free \\(pointer 0x");
+  EXPECT_DEATH(
+      {
+        void* d = opaque(::operator new(48));
+        ::operator delete(d, 48);
+        ::operator delete(opaque(d), 48);
+      },
+      "mempool: heap: double free \\(pointer 0x");
+  EXPECT_DEATH(
+      {
+        void* large = checked_malloc(kLarge);
+        std::free(large);
+        std::free(opaque(large));
+      },
+      "mempool: heap: free of a block that is not allocated \\(double free\\?\\) \\(pointer 0x");
+}
+
+TEST(HardenedHeapDeathTest, UseOfAFreeBlockIsNamed) {
+  EXPECT_DEATH(
+      {
+        void* p = checked_malloc(64);
+        std::free(p);
+        std::printf("%p\n", std::realloc(opaque(p), 100));
+      },
+      "mempool: heap: realloc of a free block \\(pointer 0x");
+  EXPECT_DEATH(
+      {
+        void* p = checked_malloc(64);
+        std::free(p);
+        std::printf("%zu\n", malloc_usable_size(opaque(p)));
+      },
+      "mempool: heap: malloc_usable_size of a free block \\(pointer 0x");
+}
+
+// A sized delete is checked against the size the block was asked for, and against the
+// page map (a pointer the heap did not hand out).
+TEST(HardenedHeapDeathTest, SizedDeleteWithWrongSizeOrPointer) {
+  const std::string wrong = "sized free with a size that is not the block's";
+  void* p = opaque(::operator new(100));
+  EXPECT_DEATH(::operator delete(p, 99), report(wrong, p));
+  EXPECT_DEATH(::operator delete(p, 104), report(wrong, p));  // the same class
+  EXPECT_DEATH(::operator delete(p, 4096), report(wrong, p));
+  ::operator delete(p, 100);
+  void* large = opaque(::operator new(kLarge));
+  EXPECT_DEATH(::operator delete(large, kLarge + 1), report(wrong, large));
+  ::operator delete(large, kLarge);
+  void* aligned = opaque(::operator new (100, std::align_val_t{256}));
+  EXPECT_DEATH(::operator delete (aligned, 64, std::align_val_t{256}), report(wrong, aligned));
+  ::operator delete (aligned, 100, std::align_val_t{256});
+  alignas(16) char local[64] = {};
+  EXPECT_DEATH(::operator delete(opaque(local + 16), 48),
+               report("free of a pointer not allocated by the mempool heap", local + 16));
+}
+
+// --- pages --------------------------------------------------------------------------------
+
+// Inaccessible mappings (PROT_NONE) in /proc/self/maps.
+int guard_mappings() {
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  int n = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    n += std::strstr(line, " ---p ") != nullptr ? 1 : 0;
+  std::fclose(f);
+  return n;
+}
+
+// The page after a large block's last page is a guard: a write there faults. Freed, the
+// block waits with its guard for the next large block of its size, which takes it over
+// without a system call; collect() gives it back to the page heap, guard and all.
+TEST(HardenedHeapDeathTest, GuardPageAfterLargeBlock) {
+  collect();
+  const int before = guard_mappings();
+  void* p = checked_malloc(kLarge);
+  EXPECT_EQ(guard_mappings(), before + 1);
+  const std::size_t guard = (kLarge + kPage - 1) / kPage * kPage;
+  bytes(p)[guard - 1] = 1;  // still the block's pages
+  EXPECT_EXIT(bytes(opaque(p))[guard] = 1, ::testing::KilledBySignal(SIGSEGV), "");
+  std::free(p);
+  EXPECT_EQ(guard_mappings(), before + 1);
+  void* q = checked_malloc(kLarge - 1000);  // the same pages
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(malloc_usable_size(q), kLarge - 1000);
+  EXPECT_EXIT(bytes(opaque(q))[guard] = 1, ::testing::KilledBySignal(SIGSEGV), "");
+  std::free(q);
+  EXPECT_DEATH(std::free(opaque(q)),
+               report("free of a block that is not allocated \\(double free\\?\\)", q));
+  collect();
+  EXPECT_EQ(guard_mappings(), before);
+}
+
+// A freed huge block (a mapping of its own) stays inaccessible while the cache keeps its
+// mapping; the next huge block that takes it over can use all of it.
+TEST(HardenedHeapDeathTest, FreedHugeBlockIsInaccessible) {
+  void* p = checked_malloc(kHuge);
+  std::memset(p, 1, kHuge);
+  std::free(p);
+  EXPECT_EXIT(bytes(opaque(p))[kHuge / 2] = 1, ::testing::KilledBySignal(SIGSEGV), "");
+  void* q = checked_malloc(kHuge);
+  std::memset(q, 2, kHuge);
+  EXPECT_EQ(bytes(q)[kHuge - 1], 2);
+  std::free(q);
+}
+
+// Correct use of every form never trips a check.
+TEST(HardenedHeapDeathTest, CorrectUseIsNotReported) {
+  for (int round = 0; round < 3; ++round) {
+    void* a = opaque(::operator new(64));
+    void* b = checked_malloc(kMiB);
+    void* c = opaque(::operator new (100, std::align_val_t{4096}));
+    void* d = checked_malloc(kHuge);
+    void* e = std::realloc(checked_malloc(10), 70);
+    ::operator delete(a, 64);
+    std::free(b);
+    ::operator delete (c, 100, std::align_val_t{4096});
+    std::free(d);
+    std::free(e);
+  }
+}
+
+}  // namespace
+}  // namespace mempool
