@@ -20,7 +20,7 @@ class HeapOptions : public ::testing::Test {
     for (const char* name : {"MEMPOOL_RELEASE_THRESHOLD", "MEMPOOL_VERBOSE", "MEMPOOL_SHOW_STATS",
                              "MEMPOOL_THREAD_CACHE_BYTES", "MEMPOOL_TOTAL_THREAD_CACHE_BYTES",
                              "MEMPOOL_DIRECT_MAP_THRESHOLD", "MEMPOOL_DIRECT_CACHE_BYTES",
-                             "MEMPOOL_DECAY_MS", "MEMPOOL_MEMORY_LIMIT"})
+                             "MEMPOOL_DECAY_MS", "MEMPOOL_MEMORY_LIMIT", "MEMPOOL_HARDENED_SEED"})
       unsetenv(name);
   }
 };
@@ -55,6 +55,25 @@ TEST_F(HeapOptions, BadCacheAndDecayValuesAreReportedAndIgnored) {
       ::testing::ExitedWithCode(0),
       "ignoring MEMPOOL_DIRECT_CACHE_BYTES=lots(.|\n)*ignoring MEMPOOL_DECAY_MS=soon(.|\n)*"
       "MEMPOOL_DIRECT_CACHE_BYTES=268435456 MEMPOOL_DECAY_MS=1000");
+}
+
+// The heap's first use in a fresh process (which reads the options), then exit 0.
+[[noreturn]] void allocate_once_and_exit() {
+  void* p = mp_malloc(100);
+  mp_free(p);
+  std::exit(p != nullptr ? 0 : 1);
+}
+
+// MEMPOOL_HARDENED_SEED (read by every build, used by the hardened library): a decimal
+// number, shown among the options when set; anything else is ignored.
+TEST_F(HeapOptions, HardenedSeedIsADecimalNumber) {
+  setenv("MEMPOOL_HARDENED_SEED", "42", 1);
+  setenv("MEMPOOL_VERBOSE", "1", 1);
+  EXPECT_EXIT(allocate_once_and_exit(), ::testing::ExitedWithCode(0),
+              "options: MEMPOOL_HARDENED_SEED=42\n");
+  setenv("MEMPOOL_HARDENED_SEED", "42x", 1);
+  EXPECT_EXIT(allocate_once_and_exit(), ::testing::ExitedWithCode(0),
+              "ignoring MEMPOOL_HARDENED_SEED=42x");
 }
 
 TEST_F(HeapOptions, DecayNeverKeepsCachedMappingsUntilCollect) {
