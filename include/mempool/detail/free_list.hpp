@@ -14,8 +14,8 @@ namespace mempool::detail {
 
 // The link stored in the first word of every free block.
 //
-// The heap stores it encoded, next ^ key (the pools plainly, key 0), with a random
-// key whose low three bits are not all zero and whose top two bytes differ. Then a
+// The heap stores it encoded, next ^ key, with a random key whose low three bits
+// are not all zero and whose top two bytes differ (the pools: see kPoolLinkKey). Then a
 // decoded link is plausible only when it is 8-aligned and below 2^47, and
 //  - bytes a program wrote into a freed block (zeros, a pointer, an 8-aligned
 //    integer, any one byte repeated) never decode as plausible: the pop that
@@ -68,7 +68,7 @@ MEMPOOL_ALWAYS_INLINE bool plausible_link(const FreeBlock* decoded) noexcept {
 MEMPOOL_API std::uintptr_t new_link_key() noexcept;
 
 // The pools' links. Plain in the default build: an ObjectPool pair is 9
-// instructions, and encoding with the check on pop would add 7. Encoded and
+// instructions, and encoding with the check on pop adds 5. Encoded and
 // checked on pop where MEMPOOL_HARDENED=1, with a constant key: the pools live
 // inside a program and catch its accidents (a zero, a pointer or a fill written
 // into a freed block), for which any key with the properties above will do; the
