@@ -104,6 +104,12 @@ class Arguments(unittest.TestCase):
             self.assertTrue(all(float(row[7]) > 0 for row in rows[1:]))
 
 
+def read_records(out_dir):
+    """The records of results.jsonl in a run's --out folder."""
+    with open(os.path.join(out_dir, "results.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
 def check_record(test, rec):
     test.assertEqual(rec["schema"], 1)
     for key in ["workload", "case", "allocator", "label", "repetition", "threads", "machine",
@@ -171,8 +177,7 @@ class Workload(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             r = run(WORKLOAD, "--quick", "--out", d)
             self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(d, "results.jsonl")) as f:
-                records = [json.loads(line) for line in f]
+            records = read_records(d)
             self.assertTrue(records)
             self.assertTrue(any("metrics" in x for x in records))
             present = {x["allocator"] for x in records}
@@ -215,8 +220,7 @@ class Command(unittest.TestCase):
             r = run("run", "--allocators=glibc,mempool", "--repeat=2", "--out", d, "--",
                     "/usr/bin/python3", "-c", "print(len({i: str(i) for i in range(100000)}))")
             self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(d, "results.jsonl")) as f:
-                records = [json.loads(line) for line in f]
+            records = read_records(d)
             self.assertEqual([x["allocator"] for x in records],
                              ["glibc", "mempool", "glibc", "mempool"])
             for rec in records:
@@ -238,8 +242,7 @@ class Command(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             r = run("run", "--repeat=1", "--out", d, "--", "true")
             self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(d, "results.jsonl")) as f:
-                names = {json.loads(line)["allocator"] for line in f}
+            names = {x["allocator"] for x in read_records(d)}
             self.assertIn("glibc", names)
             self.assertIn("mempool", names)
             self.assertFalse(names & {"mempool-heap", "object-pool", "std-pmr"}, names)
@@ -251,8 +254,7 @@ class Command(unittest.TestCase):
             r = run("run", "--allocators=mempool-hardened", "--repeat=1", "--out", d, "--",
                     "/usr/bin/python3", "-c", "print(len([str(i) for i in range(10000)]))")
             self.assertEqual(r.returncode, 0, r.stderr)
-            with open(os.path.join(d, "results.jsonl")) as f:
-                records = [json.loads(line) for line in f]
+            records = read_records(d)
             self.assertEqual([x["allocator"] for x in records], ["mempool-hardened"])
             self.assertIn("libmempool-malloc-hardened.so", records[0]["malloc_from"])
 
