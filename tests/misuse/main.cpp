@@ -112,6 +112,13 @@ void fill(void* p, std::ptrdiff_t offset, int byte, std::size_t n) {
   asm volatile("" : : "r"(p) : "memory");
 }
 
+void overwrite(void* p, std::ptrdiff_t offset, int byte, std::size_t n) {
+  volatile char* bytes = at(p, offset);
+  const auto value = static_cast<char>(byte);
+  for (std::size_t i = 0; i < n; ++i)
+    bytes[i] = bytes[i] == value ? static_cast<char>(~value) : value;
+}
+
 char* at(void* p, std::ptrdiff_t offset) {
   return opaque(static_cast<char*>(p) + offset);
 }

@@ -118,6 +118,10 @@ void* reallocate(void* p, std::size_t n);
 // memset of [p + offset, p + offset + n) that the compiler keeps, offset may be
 // negative (underflows).
 void fill(void* p, std::ptrdiff_t offset, int byte, std::size_t n);
+// The same, except that a byte already holding `byte` gets its complement: every
+// byte changes. A write that changes nothing cannot be caught, and what lies past
+// a block (a random canary, an encoded link) holds `byte` by chance 1 time in 256.
+void overwrite(void* p, std::ptrdiff_t offset, int byte, std::size_t n);
 char* at(void* p, std::ptrdiff_t offset);
 
 // Allocations and frees of sizes other than n, from 40 bytes to 2 MiB, so that

@@ -31,7 +31,7 @@ void out_of_bounds(const Case& c, std::ptrdiff_t offset, Then then) {
     for (void* b : blocks)
       if (b != p) release(b);
   }
-  fill(p, offset, 0x41, c.extent);
+  overwrite(p, offset, 0x41, c.extent);
   if (then == Then::kFree) {
     for (void* b : blocks)
       release(b);
