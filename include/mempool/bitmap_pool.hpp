@@ -15,9 +15,9 @@
 #include "mempool/detail/bitmap.hpp"
 #include "mempool/detail/block_layout.hpp"
 #include "mempool/detail/error.hpp"
+#include "mempool/detail/memory_checker.hpp"
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/thread_slot.hpp"
-#include "mempool/detail/valgrind.hpp"
 
 namespace mempool {
 
@@ -57,7 +57,7 @@ class MEMPOOL_API BitmapPool {
     if (MEMPOOL_UNLIKELY(lost_race)) detail::move_to_another_cursor();
     if (MEMPOOL_UNLIKELY(i == detail::AtomicBitmap::npos)) return nullptr;
     char* p = base_ + (shift_ != kNoShift ? i << shift_ : i * block_size_);
-    if constexpr (detail::kValgrind) detail::valgrind_pool_allocated(base_, p, block_size_);
+    if constexpr (detail::kMemoryChecker) detail::checker_pool_allocated(base_, p, block_size_);
     return p;
   }
 
@@ -70,7 +70,7 @@ class MEMPOOL_API BitmapPool {
     if (MEMPOOL_UNLIKELY(i == kForeign)) {
       detail::fatal_misuse("BitmapPool", p, "free of a pointer not from this pool");
     }
-    if constexpr (detail::kValgrind) detail::valgrind_pool_freed(base_, p);
+    if constexpr (detail::kMemoryChecker) detail::checker_pool_freed(base_, p, block_size_);
     if (MEMPOOL_UNLIKELY(!bits_.release(i))) detail::fatal_misuse("BitmapPool", p, "double free");
   }
 

@@ -22,9 +22,9 @@
 #include <new>
 
 #include "mempool/detail/free_list.hpp"
+#include "mempool/detail/memory_checker.hpp"
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/thread_slot.hpp"
-#include "mempool/detail/valgrind.hpp"
 
 namespace mempool {
 
@@ -64,7 +64,7 @@ class MEMPOOL_API ConcurrentFixedPool {
   MEMPOOL_ALWAYS_INLINE void deallocate(void* p) noexcept {
     if (MEMPOOL_UNLIKELY(p == nullptr)) return;
     if constexpr (detail::kChecked) check_free(p);
-    if constexpr (detail::kValgrind) detail::valgrind_pool_freed(state_.get(), p);
+    if constexpr (detail::kMemoryChecker) tell_checker_freed(p);
     Shard& s = shards_[detail::tls_thread_slot];
     if (MEMPOOL_LIKELY(s.count < limit_)) {
       push_local(s, p);
@@ -121,7 +121,7 @@ class MEMPOOL_API ConcurrentFixedPool {
     --s.count;
     void* p = s.free.pop("ConcurrentFixedPool");
     if constexpr (detail::kChecked) mark_allocated(p);
-    if constexpr (detail::kValgrind) valgrind_allocated(p);
+    if constexpr (detail::kMemoryChecker) tell_checker_allocated(p);
     return p;
   }
 
@@ -130,8 +130,10 @@ class MEMPOOL_API ConcurrentFixedPool {
   MEMPOOL_COLD void deallocate_slow(void* p) noexcept;
   MEMPOOL_COLD void check_free(void* p) noexcept;
   MEMPOOL_COLD void mark_allocated(void* p) noexcept;
-  // MEMPOOL_VALGRIND: tells memcheck (anchored at the state, which moves with the pool).
-  void valgrind_allocated(void* p) const noexcept;
+  // Under a memory checker (memory_checker.hpp): memcheck's pool is anchored at the
+  // state, which moves with the pool.
+  void tell_checker_allocated(void* p) const noexcept;
+  void tell_checker_freed(void* p) const noexcept;
 
   Shard* shards_;        // state_->shards, kept here so the fast path is one load away
   std::uint32_t limit_;  // most blocks a shard keeps: whole batches, at least 2

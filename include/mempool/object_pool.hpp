@@ -16,8 +16,8 @@
 #include "mempool/detail/chunk_arena.hpp"
 #include "mempool/detail/error.hpp"
 #include "mempool/detail/free_list.hpp"
+#include "mempool/detail/memory_checker.hpp"
 #include "mempool/detail/platform.hpp"
-#include "mempool/detail/valgrind.hpp"
 #include "mempool/stats.hpp"
 
 namespace mempool {
@@ -41,8 +41,8 @@ class BasicFixedPool {
         arena_(std::move(other.arena_)),
         name_(other.name_) {
     // Memcheck's record of the blocks moves too; `other` starts an empty one.
-    detail::valgrind_pool_moved(&other, this);
-    detail::valgrind_pool_created(&other);
+    detail::checker_pool_moved(&other, this);
+    detail::checker_pool_created(&other);
   }
   BasicFixedPool& operator=(BasicFixedPool&& other) noexcept {
     if (this == &other) return *this;
@@ -50,13 +50,13 @@ class BasicFixedPool {
     stats_ = std::exchange(other.stats_, Stats{});
     arena_ = std::move(other.arena_);  // unmaps what this pool held
     name_ = other.name_;
-    detail::valgrind_pool_destroyed(this);
-    detail::valgrind_pool_moved(&other, this);
-    detail::valgrind_pool_created(&other);
+    detail::checker_pool_destroyed(this);
+    detail::checker_pool_moved(&other, this);
+    detail::checker_pool_created(&other);
     return *this;
   }
   // Unmaps every chunk: blocks still allocated become invalid.
-  ~BasicFixedPool() { detail::valgrind_pool_destroyed(this); }
+  ~BasicFixedPool() { detail::checker_pool_destroyed(this); }
 
   // The fast path: pop the free list. Throws std::bad_alloc when the OS refuses
   // a new chunk; live blocks are untouched.
@@ -76,7 +76,7 @@ class BasicFixedPool {
   MEMPOOL_ALWAYS_INLINE void deallocate(void* p) noexcept {
     if (MEMPOOL_UNLIKELY(p == nullptr)) return;
     if constexpr (detail::kChecked) check_free(p);
-    if constexpr (detail::kValgrind) detail::valgrind_pool_freed(this, p);
+    if constexpr (detail::kMemoryChecker) detail::checker_pool_freed(this, p, block_size());
     stats_.on_free();
     free_.push(p);
   }
@@ -114,14 +114,14 @@ class BasicFixedPool {
   BasicFixedPool(const char* name, std::size_t block_size, std::size_t alignment)
       : arena_(detail::make_block_layout(name, block_size, alignment), detail::kChecked),
         name_(name) {
-    detail::valgrind_pool_created(this);
+    detail::checker_pool_created(this);
   }
 
  private:
   MEMPOOL_ALWAYS_INLINE void* on_allocated(void* p) noexcept {
     stats_.on_allocate();
     if constexpr (detail::kChecked) arena_.mark_allocated(p);
-    if constexpr (detail::kValgrind) detail::valgrind_pool_allocated(this, p, block_size());
+    if constexpr (detail::kMemoryChecker) detail::checker_pool_allocated(this, p, block_size());
     return p;
   }
 

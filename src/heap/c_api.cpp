@@ -70,7 +70,7 @@ void* mp_calloc(size_t count, size_t size) noexcept {
   if (s->state == SpanState::kSmall || s->reused) {
     std::memset(p, 0, bytes);
   } else {
-    valgrind_defined(p, bytes);  // zero pages memcheck saw handed out as undefined
+    checker_defined(p, bytes);  // zero pages memcheck saw handed out as undefined
   }
   return p;
 }

@@ -134,12 +134,12 @@ void* allocate_large(std::size_t n, std::size_t alignment) noexcept {
   }
   if (s == nullptr) return nullptr;
   g_large_blocks.fetch_add(1, std::memory_order_relaxed);
-  valgrind_allocated(address_as(s->start), s->bytes());
+  checker_allocated(address_as(s->start), s->bytes());
   return address_as(s->start);
 }
 
 void free_large(Span* s) noexcept {
-  valgrind_freed(address_as(s->start));
+  checker_freed(address_as(s->start), s->bytes());
   g_large_blocks.fetch_sub(1, std::memory_order_relaxed);
   if (s->state == SpanState::kDirect) {
     g_page_heap.unmap_direct(s);
@@ -218,8 +218,8 @@ void* heap_allocate_class_miss(std::size_t c) noexcept {
   if constexpr (kChecked) {
     if (p != nullptr) checked_on_allocate(p);
   }
-  if constexpr (kValgrind) {
-    if (p != nullptr) valgrind_allocated(p, heap_class_bytes(c));
+  if constexpr (kMemoryChecker) {
+    if (p != nullptr) checker_allocated(p, heap_class_bytes(c));
   }
   return p;
 }
@@ -348,7 +348,7 @@ bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept {
     return false;
   const std::size_t old_bytes = s->bytes();
   if (!g_page_heap.resize(s, (n + kHeapPageSize - 1) >> kHeapPageShift)) return false;
-  valgrind_resized(p, old_bytes, s->bytes());
+  checker_resized(p, old_bytes, s->bytes());
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "mempool/detail/memory_checker.hpp"
 #include "mempool/detail/os.hpp"
 #include "mempool/detail/platform.hpp"
 
@@ -44,6 +45,9 @@ void* os_map(std::size_t bytes, bool populate) noexcept {
 
 void os_unmap(void* p, std::size_t bytes) noexcept {
   if (p == nullptr || bytes == 0) return;
+  // Under AddressSanitizer the range may hold poisoned free blocks; whoever maps
+  // these addresses next must find them clean (memory_checker.hpp).
+  asan_unpoison(p, bytes);
   ::munmap(p, bytes);
   g_bytes_mapped.fetch_sub(bytes, std::memory_order_relaxed);
 }
@@ -84,6 +88,7 @@ void* os_remap(void* p, std::size_t old_bytes, std::size_t new_bytes, void* targ
   // Onto target (new_bytes from os_map, already counted): p's old range goes away.
   q = ::mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, target);
   if (q == MAP_FAILED) return nullptr;
+  asan_unpoison(p, old_bytes);  // as in os_unmap
   g_bytes_mapped.fetch_sub(old_bytes, std::memory_order_relaxed);
   return q;
 }

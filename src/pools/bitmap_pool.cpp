@@ -64,14 +64,14 @@ BitmapPool::BitmapPool(const Config& config, char* base, std::size_t mapped_byte
   if (!__builtin_mul_overflow(bytes_, block_size_, &product)) {
     magic_ = (~std::uint64_t{0}) / block_size_ + 1;
   }
-  if (base_ != nullptr) detail::valgrind_pool_created(base_);
+  if (base_ != nullptr) detail::checker_pool_created(base_);
 }
 
-// Memcheck forgets the pool's blocks; a caller's buffer is the caller's again.
+// The checkers forget the pool's blocks; a caller's buffer is the caller's again.
 void BitmapPool::forget_blocks() noexcept {
   if (base_ == nullptr) return;
-  detail::valgrind_pool_destroyed(base_);
-  if (mapped_bytes_ == 0) detail::valgrind_defined(base_, bytes_);
+  detail::checker_pool_destroyed(base_);
+  if (mapped_bytes_ == 0) detail::checker_returned(base_, bytes_);
 }
 
 BitmapPool::BitmapPool(std::size_t block_size, std::size_t capacity, std::size_t alignment)
@@ -82,7 +82,7 @@ BitmapPool::BitmapPool(std::size_t block_size, std::size_t capacity, std::size_t
     mapped_bytes_ = 0;
     throw std::bad_alloc();
   }
-  detail::valgrind_pool_created(base_);
+  detail::checker_pool_created(base_);
 }
 
 BitmapPool::BitmapPool(std::size_t block_size, std::size_t capacity, std::span<std::byte> storage,

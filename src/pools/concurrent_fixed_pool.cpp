@@ -196,7 +196,7 @@ ConcurrentFixedPool::ConcurrentFixedPool(std::size_t block_size, std::size_t ali
   const std::size_t batch = state_->batch;
   const std::size_t batches = std::clamp<std::size_t>(shard_bytes / layout.size / batch, 2, 4096);
   limit_ = static_cast<std::uint32_t>(batches * batch);
-  detail::valgrind_pool_created(state_.get());
+  detail::checker_pool_created(state_.get());
 }
 
 ConcurrentFixedPool::ConcurrentFixedPool(ConcurrentFixedPool&& other) noexcept
@@ -206,7 +206,7 @@ ConcurrentFixedPool::ConcurrentFixedPool(ConcurrentFixedPool&& other) noexcept
 
 ConcurrentFixedPool& ConcurrentFixedPool::operator=(ConcurrentFixedPool&& other) noexcept {
   if (this != &other) {
-    if (state_) detail::valgrind_pool_destroyed(state_.get());
+    if (state_) detail::checker_pool_destroyed(state_.get());
     state_ = std::move(other.state_);
     shards_ = std::exchange(other.shards_, nullptr);
     limit_ = other.limit_;
@@ -215,11 +215,15 @@ ConcurrentFixedPool& ConcurrentFixedPool::operator=(ConcurrentFixedPool&& other)
 }
 
 ConcurrentFixedPool::~ConcurrentFixedPool() {
-  if (state_) detail::valgrind_pool_destroyed(state_.get());
+  if (state_) detail::checker_pool_destroyed(state_.get());
 }
 
-void ConcurrentFixedPool::valgrind_allocated(void* p) const noexcept {
-  detail::valgrind_pool_allocated(state_.get(), p, state_->arena.layout().size);
+void ConcurrentFixedPool::tell_checker_allocated(void* p) const noexcept {
+  detail::checker_pool_allocated(state_.get(), p, state_->arena.layout().size);
+}
+
+void ConcurrentFixedPool::tell_checker_freed(void* p) const noexcept {
+  detail::checker_pool_freed(state_.get(), p, state_->arena.layout().size);
 }
 
 void* ConcurrentFixedPool::allocate_slow() noexcept {
@@ -252,7 +256,7 @@ void* ConcurrentFixedPool::allocate_slow() noexcept {
       }
     }
     if constexpr (detail::kChecked) mark_allocated(p);
-    if constexpr (detail::kValgrind) valgrind_allocated(p);
+    if constexpr (detail::kMemoryChecker) tell_checker_allocated(p);
     return p;
   }
   // Refill the empty shard: first what other threads gave back, then fresh blocks.

@@ -110,23 +110,26 @@ class BasicAtomicStack {
     return reinterpret_cast<FreeBlock**>(b) + kLinkWord;
   }
   // The racy read described at the top: another thread may be writing the
-  // block right now. Excluded from ThreadSanitizer because the value is only
-  // used if the CAS proves nobody did.
+  // block right now, or have handed it out. Excluded from ThreadSanitizer and
+  // AddressSanitizer (which would see a free block's poisoned word, or a live one's
+  // the read must not unpoison: memory_checker.hpp) because the value is only used
+  // if the CAS proves nobody did.
   // Links are encoded like the pools' lists (kPoolLinkKey), whose chains become
   // the stack's; a stale read may decode to anything, so nothing checks it here.
-  __attribute__((no_sanitize("thread"))) static FreeBlock* load_link(FreeBlock* b) noexcept {
-    valgrind_quiet_begin();
+  __attribute__((no_sanitize("thread"), no_sanitize("address"))) static FreeBlock* load_link(
+      FreeBlock* b) noexcept {
+    checker_quiet_begin();
     const auto word = reinterpret_cast<std::uintptr_t>(__atomic_load_n(link(b), __ATOMIC_RELAXED));
-    valgrind_quiet_end();
+    checker_quiet_end();
     return reinterpret_cast<FreeBlock*>(word ^ kPoolLinkKey);
   }
   static void store_link(FreeBlock* b, FreeBlock* next) noexcept {
-    valgrind_open_link(link(b));
+    checker_open_link(link(b));
     __atomic_store_n(
         link(b),
         reinterpret_cast<FreeBlock*>(reinterpret_cast<std::uintptr_t>(next) ^ kPoolLinkKey),
         __ATOMIC_RELAXED);
-    valgrind_close_link(link(b));
+    checker_close_link(link(b));
   }
 
   Head head_{nullptr, 0};

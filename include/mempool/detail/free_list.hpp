@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "mempool/detail/memory_checker.hpp"
 #include "mempool/detail/platform.hpp"
-#include "mempool/detail/valgrind.hpp"
 
 namespace mempool::detail {
 
@@ -28,28 +28,28 @@ namespace mempool::detail {
 // 8-byte blocks have no second word.
 //
 // Under MEMPOOL_VALGRIND the accessors open the word to memcheck around their
-// access (valgrind.hpp); `next` itself is for blocks memcheck does not watch.
+// access (memory_checker.hpp); `next` itself is for blocks memcheck does not watch.
 struct FreeBlock {
   FreeBlock* next;
 
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t link_word() const noexcept {
-    valgrind_open_link(this);
+    checker_open_link(this);
     const auto word = reinterpret_cast<std::uintptr_t>(next);
-    valgrind_close_link(this);
+    checker_close_link(this);
     return word;
   }
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE FreeBlock* decoded_next(std::uintptr_t key) const noexcept {
     return reinterpret_cast<FreeBlock*>(link_word() ^ key);
   }
   MEMPOOL_ALWAYS_INLINE void set_encoded_next(FreeBlock* n, std::uintptr_t key) noexcept {
-    valgrind_open_link(this);
+    checker_open_link(this);
     next = reinterpret_cast<FreeBlock*>(reinterpret_cast<std::uintptr_t>(n) ^ key);
-    valgrind_close_link(this);
+    checker_close_link(this);
   }
   // Zeroes the link of a block being handed out (it stays open: the block is
   // the program's from now on).
   MEMPOOL_ALWAYS_INLINE void clear_link() noexcept {
-    valgrind_open_link(this);
+    checker_open_link(this);
     next = nullptr;
   }
 };

@@ -18,9 +18,9 @@
 #include <cstdint>
 
 #include "mempool/detail/free_list.hpp"
+#include "mempool/detail/memory_checker.hpp"
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/size_classes.hpp"
-#include "mempool/detail/valgrind.hpp"
 
 namespace mempool::detail {
 
@@ -169,7 +169,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   b->clear_link();  // decodes to the key: not plausible, so its free is not suspect
   t.set_room(c, t.room(c) + 1);
   if constexpr (kChecked) checked_on_allocate(b);
-  if constexpr (kValgrind) valgrind_allocated(b, heap_class_bytes(c));
+  if constexpr (kMemoryChecker) checker_allocated(b, heap_class_bytes(c));
   return b;
 }
 
@@ -187,16 +187,9 @@ MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b,
 // free's hit path: a block whose first word decodes to a plausible link may be
 // free already, and is looked for first.
 MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
-  ThreadCache* cache = &tls_thread_cache;
-#if defined(__SANITIZE_ADDRESS__)
-  // GCC 12's -fsanitize=null miscompiles its check of this address here: a `je`
-  // on stale flags, taken when the room just counted down to 0 (pools_test under
-  // the asan preset). Through an empty asm the check is a plain test.
-  asm("" : "+r"(cache));
-#endif
-  ThreadCache& t = *cache;
+  ThreadCache& t = tls_thread_cache;
   auto* b = static_cast<FreeBlock*>(p);
-  if constexpr (kValgrind) valgrind_freed(p);
+  if constexpr (kMemoryChecker) checker_freed(p, heap_class_bytes(c));
   if (MEMPOOL_UNLIKELY(plausible_link(b->decoded_next(t.link_key)))) {
     heap_free_suspect(p, c);
     return;
