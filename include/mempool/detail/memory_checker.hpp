@@ -5,9 +5,12 @@
 //    block to it, a block given back a freed one, each pool a memcheck "mempool".
 //    Outside valgrind each call costs a few instructions (a client request is a
 //    no-op sequence the CPU runs through).
-//  - AddressSanitizer (whenever the code is compiled with -fsanitize=address): a
-//    free block is poisoned, so a read or write through a stale pointer stops the
-//    program with ASan's "use-after-poison" report.
+//  - AddressSanitizer (MEMPOOL_ASAN=1, which the build exports where it compiles
+//    mempool itself with MEMPOOL_SANITIZE=address, and code compiled with
+//    -fsanitize=address): a free block is poisoned, so a read or write through a
+//    stale pointer stops the program with ASan's "use-after-poison" report. Both
+//    sides must agree: the library poisons blocks that inline code hands out, and
+//    the other way round.
 // Without either, every call here is empty.
 //
 // The allocators keep their free-list links inside free blocks, which both
@@ -26,11 +29,13 @@
 #define MEMPOOL_VALGRIND_BUILD 0
 #endif
 
+#if defined(MEMPOOL_ASAN) && MEMPOOL_ASAN
 #if defined(__SANITIZE_ADDRESS__)
 #define MEMPOOL_ASAN_BUILD 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define MEMPOOL_ASAN_BUILD 1
+#endif
 #endif
 #endif
 #ifndef MEMPOOL_ASAN_BUILD
