@@ -40,7 +40,8 @@ for deb in "${debs[@]}"; do
       # Exactly the libraries: each link and the file it names.
       [ "$(grep -c '\.so' <<<"$files")" -eq $((2 * ${#libs[@]})) ] ||
         fail "$name holds more than ${libs[*]}:"$'\n'"$files"
-      dpkg-deb --ctrl-tarfile "$deb" | tar xO ./postinst | grep -q ldconfig ||
+      postinst=$(dpkg-deb --ctrl-tarfile "$deb" | tar xO ./postinst)
+      grep -q ldconfig <<<"$postinst" ||
         fail "$name does not run ldconfig"
       ;;
     libmempool-dev)
@@ -56,7 +57,10 @@ done
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get install -y -qq "${debs[@]}" >/dev/null
-ldconfig -p | grep -q "libmempool.so.0 " || fail "ldconfig does not know libmempool.so.0"
+# Each listing is read whole before grep -q looks at it: grep stops at the first match,
+# and under pipefail the writer's SIGPIPE would fail the test (it did, once in CI).
+cache=$(ldconfig -p)
+grep -q "libmempool.so.0 " <<<"$cache" || fail "ldconfig does not know libmempool.so.0"
 
 rm -rf "$work" && mkdir -p "$work"
 cmake -S "$source_dir/tests/install/consumer" -B "$work/cmake" -G Ninja >/dev/null
@@ -64,7 +68,8 @@ cmake --build "$work/cmake" >/dev/null
 out=$("$work/cmake/consumer")
 [[ "$out" == *"heap 1 malloc-is-mempool 0"* ]] || fail "CMake consumer: $out"
 # (ldd may name /lib/..., the same directory on a merged /usr.)
-ldd "$work/cmake/consumer" | grep -q "libmempool.so.0 => /.*/libmempool.so.0" ||
+deps=$(ldd "$work/cmake/consumer")
+grep -q "libmempool.so.0 => /.*/libmempool.so.0" <<<"$deps" ||
   fail "CMake consumer does not load the installed libmempool.so.0"
 "$work/cmake/override_consumer" >/dev/null || fail "mempool::override consumer failed"
 # MEMPOOL_STATIC: mempool::mempool is libmempool.a.
@@ -73,7 +78,8 @@ cmake -S "$source_dir/tests/install/consumer" -B "$work/cmake-static" -G Ninja -
 cmake --build "$work/cmake-static" >/dev/null
 out=$("$work/cmake-static/consumer")
 [[ "$out" == *"heap 1 malloc-is-mempool 0"* ]] || fail "static CMake consumer: $out"
-ldd "$work/cmake-static/consumer" | grep -q libmempool && fail "the MEMPOOL_STATIC consumer needs libmempool"
+deps=$(ldd "$work/cmake-static/consumer")
+grep -q libmempool <<<"$deps" && fail "the MEMPOOL_STATIC consumer needs libmempool"
 
 # shellcheck disable=SC2046  # pkg-config's words are meant to split
 g++ -std=c++20 "$source_dir/tests/install/consumer/main.cpp" $(pkg-config --cflags --libs mempool) \
@@ -94,5 +100,6 @@ apt-get purge -y -qq "${packages[@]}" >/dev/null
 left=$(ls -d /usr/include/mempool "$libdir"/libmempool* "$libdir"/cmake/mempool \
   "$libdir"/pkgconfig/mempool*.pc 2>/dev/null || true)
 [ -z "$left" ] || fail "left behind after purge: $left"
-ldconfig -p | grep -q "libmempool" && fail "ldconfig still lists libmempool after purge"
+cache=$(ldconfig -p)
+grep -q "libmempool" <<<"$cache" && fail "ldconfig still lists libmempool after purge"
 echo "package test passed: ${debs[*]##*/}"
