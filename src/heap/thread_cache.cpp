@@ -113,7 +113,7 @@ bool create_thread_exit_key() noexcept {
 void* allocate_uncached(std::size_t c) noexcept {
   FreeBlock* b = nullptr;
   if (g_central_cache.remove_range(c, 1, &b) == 0) return nullptr;
-  b->clear_link();  // as heap_pop leaves it
+  heap_hand_out(b, c);
   return b;
 }
 
@@ -121,13 +121,13 @@ bool ThreadCache::activate() noexcept {
   // The heap's set-up may allocate (pthread_atfork), and so activate this cache.
   heap_ensure_ready();
   if (state_ != ThreadCacheState::kUnset) return state_ == ThreadCacheState::kActive;
-  // Frees before this one pushed blocks linked with key 0 (one per list: each push
-  // overflowed at once): re-encode them with the heap's key.
+  // Frees before this one pushed blocks marked and linked with key 0 (one per list:
+  // each push overflowed at once): re-encode them with the heap's key.
   const std::uintptr_t key = heap_link_key();
-  for (FreeBlock*& head : heads) {
-    for (FreeBlock* b = head; b != nullptr;) {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    for (FreeBlock* b = heads[c]; b != nullptr;) {
       FreeBlock* next = heap_checked_next(b, link_key);
-      b->set_encoded_next(next, key);
+      heap_link_free(b, next, c, key);
       b = next;
     }
   }
@@ -195,7 +195,7 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
   if (got == 0) return nullptr;
   heads[c] = first->decoded_next(link_key);  // the central cache checked the chain
-  first->clear_link();                       // as heap_pop leaves it
+  heap_hand_out(first, c);
   set_count(c, static_cast<std::uint32_t>(got - 1));
   return first;
 }

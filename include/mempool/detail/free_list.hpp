@@ -52,6 +52,31 @@ struct FreeBlock {
     checker_open_link(this);
     next = nullptr;
   }
+
+  // The word `offset` bytes in (0 or 8: the heap's free mark, heap_thread_cache.hpp),
+  // read and written as the link is. memcpy: at offset 0 it is the link itself, and
+  // the compiler must not reorder a store to it as a word and one as a pointer.
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t word_at(std::size_t offset) const noexcept {
+    const unsigned char* w = reinterpret_cast<const unsigned char*>(this) + offset;
+    std::uintptr_t word;
+    checker_open_link(w);
+    __builtin_memcpy(&word, w, sizeof word);
+    checker_close_link(w);
+    return word;
+  }
+  MEMPOOL_ALWAYS_INLINE void set_word_at(std::size_t offset, std::uintptr_t word) noexcept {
+    unsigned char* w = reinterpret_cast<unsigned char*>(this) + offset;
+    checker_open_link(w);
+    __builtin_memcpy(w, &word, sizeof word);
+    checker_close_link(w);
+  }
+  // Zeroes it in a block being handed out (left open, as clear_link does).
+  MEMPOOL_ALWAYS_INLINE void clear_word_at(std::size_t offset) noexcept {
+    unsigned char* w = reinterpret_cast<unsigned char*>(this) + offset;
+    constexpr std::uintptr_t kZero = 0;
+    checker_open_link(w);
+    __builtin_memcpy(w, &kZero, sizeof kZero);
+  }
 };
 
 // Bits that no block address has: above the 47-bit user address space, and below
