@@ -113,7 +113,7 @@ bool create_thread_exit_key() noexcept {
 void* allocate_uncached(std::size_t c) noexcept {
   FreeBlock* b = nullptr;
   if (g_central_cache.remove_range(c, 1, &b) == 0) return nullptr;
-  heap_hand_out(b, c);
+  heap_hand_out(b, heap_free_mark_offset(c));
   return b;
 }
 
@@ -127,7 +127,7 @@ bool ThreadCache::activate() noexcept {
   for (std::size_t c = 1; c < kHeapClassCount; ++c) {
     for (FreeBlock* b = heads[c]; b != nullptr;) {
       FreeBlock* next = heap_checked_next(b, link_key);
-      heap_link_free(b, next, c, key);
+      heap_link_free(b, next, heap_free_mark_offset(c), key);
       b = next;
     }
   }
@@ -195,7 +195,7 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
   if (got == 0) return nullptr;
   heads[c] = first->decoded_next(link_key);  // the central cache checked the chain
-  heap_hand_out(first, c);
+  heap_hand_out(first, mark_offsets[c]);
   set_count(c, static_cast<std::uint32_t>(got - 1));
   return first;
 }

@@ -13,6 +13,7 @@
 // largest class first, so one thread cannot hoard memory.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,27 @@ enum class ThreadCacheState : std::uint8_t {
   kActive,  // caching
   kExited,  // the thread is exiting (or has no exit hook): no caching any more
 };
+
+// Where a free block of class c says it is free: a word that decodes (^ key) to a
+// plausible link. Word 1, as glibc's tcache key, holding the key itself (it decodes to
+// nullptr), so that free() need not read word 0: a program's last write before a free
+// is often a narrow store into word 0 (a flag, a count), and a wider load of a word a
+// narrow store is still writing cannot be forwarded from the store buffer; it waits
+// for the store to reach the cache (measured: malloc(1024), write byte 0, free: 2.4
+// ns a pair before free read word 0, 8.7 with, 2.5 reading word 1). The 8-byte class
+// has word 0 only: its mark is its link. Hardened builds keep the mark in word 0,
+// their free fill starts at byte 8.
+constexpr std::size_t heap_free_mark_offset(std::size_t c) noexcept {
+  return !kHardened && c > 1 ? sizeof(void*) : 0;
+}
+
+// The same for every class, as a table (ThreadCache::mark_offsets).
+constexpr std::array<std::uint8_t, kHeapClassCount> make_free_mark_offsets() noexcept {
+  std::array<std::uint8_t, kHeapClassCount> t{};
+  for (std::size_t c = 0; c < kHeapClassCount; ++c)
+    t[c] = static_cast<std::uint8_t>(heap_free_mark_offset(c));
+  return t;
+}
 
 class MEMPOOL_API ThreadCache {
  public:
@@ -51,6 +73,10 @@ class MEMPOOL_API ThreadCache {
   // so that the hit path reaches it from the TLS base like the lists. 0 before:
   // the one block an unset cache may hold is re-encoded when it activates.
   std::uintptr_t link_key = 0;
+  // heap_free_mark_offset(c) of every class, a copy per thread: the hit paths reach
+  // it with one load from the TLS base, as they reach the lists (computing it took
+  // three instructions on each side of a pair).
+  std::array<std::uint8_t, kHeapClassCount> mark_offsets = make_free_mark_offsets();
 
   MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
 #if defined(__SANITIZE_THREAD__)
@@ -158,33 +184,20 @@ inline FreeBlock* heap_checked_next(const FreeBlock* b, std::uintptr_t key) noex
 // thread's list or the central cache (a double free), else frees it.
 MEMPOOL_API void heap_free_suspect(void* p, std::size_t c) noexcept;
 
-// Where a free block of class c says it is free: a word that decodes (^ key) to a
-// plausible link. Word 1, as glibc's tcache key, holding the key itself (it decodes to
-// nullptr), so that free() need not read word 0: a program's last write before a free
-// is often a narrow store into word 0 (a flag, a count), and a wider load of a word a
-// narrow store is still writing cannot be forwarded from the store buffer; it waits
-// for the store to reach the cache (measured: malloc(1024), write byte 0, free: 2.4
-// ns a pair before free read word 0, 8.7 with, 2.5 reading word 1). The 8-byte class
-// has word 0 only: its mark is its link. Hardened builds keep the mark in word 0,
-// their free fill starts at byte 8.
-MEMPOOL_ALWAYS_INLINE std::size_t heap_free_mark_offset(std::size_t c) noexcept {
-  return !kHardened && c > 1 ? sizeof(void*) : 0;
-}
-
-// Block b of class c, off a free list, becomes the program's: its mark and its link
+// Block b, off a free list of a class whose mark is at mark_offset, becomes the program's: its mark and its link
 // are zeroed (the mark decodes to the key, not plausible, so its free is not suspect;
 // the program never reads an encoded link, which would give the key away).
-MEMPOOL_ALWAYS_INLINE void heap_hand_out(FreeBlock* b, std::size_t c) noexcept {
-  b->clear_word_at(heap_free_mark_offset(c));
+MEMPOOL_ALWAYS_INLINE void heap_hand_out(FreeBlock* b, std::size_t mark_offset) noexcept {
+  b->clear_word_at(mark_offset);
   b->clear_link();
 }
 
-// Links free block b of class c before `next`, marked free: the mark, then the link
+// Links free block b before `next`, marked free (its class's mark_offset): the mark, then the link
 // (in the 8-byte class they are the same word). Every block on any free list of
 // the heap is marked, so that its free is suspect wherever the block is.
-MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next, std::size_t c,
+MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next, std::size_t mark_offset,
                                           std::uintptr_t key) noexcept {
-  b->set_word_at(heap_free_mark_offset(c), key);  // decodes to nullptr: plausible
+  b->set_word_at(mark_offset, key);  // decodes to nullptr: plausible
   b->set_encoded_next(next, key);
 }
 
@@ -196,7 +209,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   FreeBlock* next = b->decoded_next(t.link_key);
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) return heap_pop_corrupted(b);
   t.heads[c] = next;
-  heap_hand_out(b, c);
+  heap_hand_out(b, t.mark_offsets[c]);
   t.set_room(c, t.room(c) + 1);
   if constexpr (kChecked) checked_on_allocate(b);
   if constexpr (kMemoryChecker) checker_allocated(b, heap_class_bytes(c));
@@ -207,7 +220,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
 // the list's threshold a batch goes back to the central cache.
 MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b,
                                               std::size_t c) noexcept {
-  heap_link_free(b, t.heads[c], c, t.link_key);
+  heap_link_free(b, t.heads[c], t.mark_offsets[c], t.link_key);
   t.heads[c] = b;
   const std::int32_t room = t.room(c) - 1;
   t.set_room(c, room);
@@ -220,7 +233,7 @@ MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   auto* b = static_cast<FreeBlock*>(p);
   if constexpr (kMemoryChecker) checker_freed(p, heap_class_bytes(c));
-  const std::uintptr_t mark = b->word_at(heap_free_mark_offset(c)) ^ t.link_key;
+  const std::uintptr_t mark = b->word_at(t.mark_offsets[c]) ^ t.link_key;
   if (MEMPOOL_UNLIKELY(plausible_link(reinterpret_cast<const FreeBlock*>(mark)))) {
     heap_free_suspect(p, c);
     return;
