@@ -195,7 +195,7 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
   if (got == 0) return nullptr;
   heads[c] = first->decoded_next(link_key);  // the central cache checked the chain
-  heap_hand_out(first, mark_offsets[c]);
+  heap_hand_out(first, mark_offset(c));
   set_count(c, static_cast<std::uint32_t>(got - 1));
   return first;
 }
@@ -258,7 +258,7 @@ void heap_free_suspect(void* p, std::size_t c) noexcept {
        b = heap_checked_next(b, t.link_key), --n)
     if (b == p) heap_misuse(p, "double free");
   if (g_central_cache.holds_free(c, p)) heap_misuse(p, "double free");
-  // Its first word only looked like a link (or another thread's cache holds it,
+  // Its mark only looked like a link (or another thread's cache holds it,
   // which cannot be searched without stopping that thread).
   heap_push_to_cache(t, static_cast<FreeBlock*>(p), c);
 }

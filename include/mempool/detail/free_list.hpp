@@ -20,9 +20,11 @@ namespace mempool::detail {
 //  - bytes a program wrote into a freed block (zeros, a pointer, an 8-aligned
 //    integer, any one byte repeated) never decode as plausible: the pop that
 //    would follow the link reports "free list corrupted" instead of jumping;
-//  - a live block's first word looks like a link only by a one-in-2^20 chance
-//    (the heap clears it when it hands a block out), so "plausible" on free is
-//    cheap grounds to look for the block in the free lists: a double free.
+//  - a live block's free mark (the heap keeps one in every free block: word 1, or
+//    the link itself in 8-byte blocks, heap_thread_cache.hpp) looks plausible only
+//    by a one-in-2^20 chance (the heap clears it when it hands a block out), so
+//    "plausible" on free is cheap grounds to look for the block in the free lists:
+//    a double free.
 // glibc's safe-linking (next ^ (address >> 12)) has the first property without a
 // secret; its tcache key in the second word gives the second, and the heap's
 // 8-byte blocks have no second word.

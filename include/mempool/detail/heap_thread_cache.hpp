@@ -78,6 +78,11 @@ class MEMPOOL_API ThreadCache {
   // three instructions on each side of a pair).
   std::array<std::uint8_t, kHeapClassCount> mark_offsets = make_free_mark_offsets();
 
+  // (Hardened builds: 0 for every class, known at compile time.)
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::size_t mark_offset(std::size_t c) const noexcept {
+    return kHardened ? 0 : mark_offsets[c];
+  }
+
   MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
 #if defined(__SANITIZE_THREAD__)
     return rooms[c].load(std::memory_order_relaxed);
@@ -180,7 +185,7 @@ inline FreeBlock* heap_checked_next(const FreeBlock* b, std::uintptr_t key) noex
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) heap_free_list_corrupted(b);
   return next;
 }
-// p's first word decodes to a plausible link: stops the process if p is in this
+// p's free mark decodes to a plausible link: stops the process if p is in this
 // thread's list or the central cache (a double free), else frees it.
 MEMPOOL_API void heap_free_suspect(void* p, std::size_t c) noexcept;
 
@@ -209,7 +214,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   FreeBlock* next = b->decoded_next(t.link_key);
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) return heap_pop_corrupted(b);
   t.heads[c] = next;
-  heap_hand_out(b, t.mark_offsets[c]);
+  heap_hand_out(b, t.mark_offset(c));
   t.set_room(c, t.room(c) + 1);
   if constexpr (kChecked) checked_on_allocate(b);
   if constexpr (kMemoryChecker) checker_allocated(b, heap_class_bytes(c));
@@ -220,7 +225,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
 // the list's threshold a batch goes back to the central cache.
 MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b,
                                               std::size_t c) noexcept {
-  heap_link_free(b, t.heads[c], t.mark_offsets[c], t.link_key);
+  heap_link_free(b, t.heads[c], t.mark_offset(c), t.link_key);
   t.heads[c] = b;
   const std::int32_t room = t.room(c) - 1;
   t.set_room(c, room);
@@ -233,7 +238,7 @@ MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   auto* b = static_cast<FreeBlock*>(p);
   if constexpr (kMemoryChecker) checker_freed(p, heap_class_bytes(c));
-  const std::uintptr_t mark = b->word_at(t.mark_offsets[c]) ^ t.link_key;
+  const std::uintptr_t mark = b->word_at(t.mark_offset(c)) ^ t.link_key;
   if (MEMPOOL_UNLIKELY(plausible_link(reinterpret_cast<const FreeBlock*>(mark)))) {
     heap_free_suspect(p, c);
     return;
