@@ -41,10 +41,12 @@ struct FreeBlock {
     return word;
   }
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE FreeBlock* decoded_next(std::uintptr_t key) const noexcept {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): an encoded link is an integer by design
     return reinterpret_cast<FreeBlock*>(link_word() ^ key);
   }
   MEMPOOL_ALWAYS_INLINE void set_encoded_next(FreeBlock* n, std::uintptr_t key) noexcept {
     checker_open_link(this);
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): as above
     next = reinterpret_cast<FreeBlock*>(reinterpret_cast<std::uintptr_t>(n) ^ key);
     checker_close_link(this);
   }
@@ -86,8 +88,11 @@ struct FreeBlock {
 inline constexpr std::uintptr_t kImplausibleLinkBits =
     ~((std::uintptr_t{1} << 47) - 1) | std::uintptr_t{7};
 
+MEMPOOL_ALWAYS_INLINE bool plausible_link(std::uintptr_t decoded) noexcept {
+  return (decoded & kImplausibleLinkBits) == 0;
+}
 MEMPOOL_ALWAYS_INLINE bool plausible_link(const FreeBlock* decoded) noexcept {
-  return (reinterpret_cast<std::uintptr_t>(decoded) & kImplausibleLinkBits) == 0;
+  return plausible_link(reinterpret_cast<std::uintptr_t>(decoded));
 }
 
 // A fresh random key with the properties above (getrandom, else the kernel's

@@ -189,17 +189,18 @@ inline FreeBlock* heap_checked_next(const FreeBlock* b, std::uintptr_t key) noex
 // thread's list or the central cache (a double free), else frees it.
 MEMPOOL_API void heap_free_suspect(void* p, std::size_t c) noexcept;
 
-// Block b, off a free list of a class whose mark is at mark_offset, becomes the program's: its mark and its link
-// are zeroed (the mark decodes to the key, not plausible, so its free is not suspect;
-// the program never reads an encoded link, which would give the key away).
+// Block b, off a free list (its class's mark at mark_offset), becomes the program's:
+// its mark and its link are zeroed (the mark decodes to the key, not plausible, so
+// its free is not suspect; the program never reads an encoded link, which would give
+// the key away).
 MEMPOOL_ALWAYS_INLINE void heap_hand_out(FreeBlock* b, std::size_t mark_offset) noexcept {
   b->clear_word_at(mark_offset);
   b->clear_link();
 }
 
-// Links free block b before `next`, marked free (its class's mark_offset): the mark, then the link
-// (in the 8-byte class they are the same word). Every block on any free list of
-// the heap is marked, so that its free is suspect wherever the block is.
+// Links free block b before `next`, marked free (its class's mark_offset): the mark,
+// then the link (in the 8-byte class they are the same word). Every block on any
+// free list of the heap is marked, so that its free is suspect wherever it is.
 MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next, std::size_t mark_offset,
                                           std::uintptr_t key) noexcept {
   b->set_word_at(mark_offset, key);  // decodes to nullptr: plausible
@@ -239,7 +240,7 @@ MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
   if constexpr (kMemoryChecker) checker_freed(p, heap_class_bytes(c));
   const std::uintptr_t mark = b->word_at(t.mark_offset(c)) ^ t.link_key;
-  if (MEMPOOL_UNLIKELY(plausible_link(reinterpret_cast<const FreeBlock*>(mark)))) {
+  if (MEMPOOL_UNLIKELY(plausible_link(mark))) {
     heap_free_suspect(p, c);
     return;
   }
