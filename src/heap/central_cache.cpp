@@ -88,8 +88,8 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
     while (got < want && s->carve < s->carve_end) {
       auto* b = address_as<FreeBlock>(s->carve);
       s->carve += info.size;
-      heap_link_free(b, head, heap_free_mark_offset(c),
-                     key);  // marked: a free before it is handed out is suspect
+      // Marked: a free of it before it is handed out is a double free, as for any other.
+      heap_link_free(b, head, heap_free_mark_offset(c), key);
       head = b;
       ++got;
       ++s->allocated;

@@ -37,9 +37,9 @@ enum class ThreadCacheState : std::uint8_t {
 // is often a narrow store into word 0 (a flag, a count), and a wider load of a word a
 // narrow store is still writing cannot be forwarded from the store buffer; it waits
 // for the store to reach the cache (measured: malloc(1024), write byte 0, free: 2.4
-// ns a pair before free read word 0, 8.7 with, 2.5 reading word 1). The 8-byte class
-// has word 0 only: its mark is its link. Hardened builds keep the mark in word 0,
-// their free fill starts at byte 8.
+// ns a pair without the checks, 8.7 with the mark in word 0, 3.0 in word 1). The
+// 8-byte class has word 0 only: its mark is its link. Hardened builds keep the mark
+// in word 0, their free fill starts at byte 8.
 constexpr std::size_t heap_free_mark_offset(std::size_t c) noexcept {
   return !kHardened && c > 1 ? sizeof(void*) : 0;
 }
