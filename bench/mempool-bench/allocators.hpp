@@ -32,6 +32,7 @@ struct RunSpec {
   bool mixed = false;    // --size-dist=mixed
   bool window = false;   // --mode=window
   std::size_t window_size = 1024;
+  std::string replace;  // bigbuffers: "free-first" or "new-first" ("" before cases)
   double warmup_s = 0.2;
   double seconds = 1.0;
   std::size_t sample_rate = 64;  // every n-th operation is timed

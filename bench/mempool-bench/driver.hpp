@@ -25,6 +25,7 @@ struct Options {
   std::string size_dist = "fixed";
   std::string mode = "immediate";
   std::size_t window = 1024;
+  std::string replace;  // bigbuffers: "free-first", "new-first" ("": both)
   double warmup = 0.2;
   double seconds = 1.0;
   std::size_t repeat = 5;

@@ -89,6 +89,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"immediate", "window"}));
   app.add_option("--window", o.window, "live blocks per thread in window mode")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24));
+  app.add_option("--replace", o.replace,
+                 "bigbuffers: free the old buffer before or after its replacement is allocated "
+                 "(default: both cases)")
+      ->check(CLI::IsMember({"free-first", "new-first"}));
   app.add_option("--warmup", o.warmup, "seconds before measuring")->check(CLI::Range(0.0, 3600.0));
   app.add_option("--seconds", o.seconds, "seconds measured")->check(CLI::Range(0.001, 3600.0));
   app.add_option("--repeat", o.repeat, "repetitions (median quoted)")

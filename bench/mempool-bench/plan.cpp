@@ -16,6 +16,7 @@ RunSpec base_spec(const Options& o) {
   spec.mixed = o.size_dist == "mixed";
   spec.window = o.mode == "window";
   spec.window_size = o.window;
+  spec.replace = o.replace;
   spec.warmup_s = o.warmup;
   spec.seconds = o.seconds;
   spec.sample_rate = o.sample_rate;
@@ -44,6 +45,7 @@ std::vector<std::string> child_args(const std::string& exe, const RunSpec& s) {
   if (s.size != 0) a.push_back("--size=" + std::to_string(s.size));
   if (s.quick) a.emplace_back("--quick");
   if (!s.app.empty()) a.push_back("--apps=" + s.app);
+  if (!s.replace.empty()) a.push_back("--replace=" + s.replace);
   if (s.check_output) a.emplace_back("--check-output");
   if (!s.command.empty()) {
     a.emplace_back("--");

@@ -255,7 +255,11 @@ void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
 Span* heap_block_span(const void* p) noexcept {
   if (p == nullptr) return nullptr;
   Span* s = g_page_map.lookup(p);
-  if (s == nullptr) heap_misuse(p, "pointer not allocated by the mempool heap");
+  if (s == nullptr) {
+    // In the heap's address space but unknown to the page map: the middle of a free span.
+    if (g_page_heap.reserved(p)) heap_misuse(p, "block is not allocated (double free?)");
+    heap_misuse(p, "pointer not allocated by the mempool heap");
+  }
   switch (s->state) {
     case SpanState::kSmall: {
       const std::uint64_t offset = reinterpret_cast<std::uintptr_t>(p) - s->start;
@@ -287,6 +291,8 @@ void heap_free_slow(void* p, Span* s) noexcept {
   if (p == nullptr) return;
   if (s == nullptr) {
     if (mempool_free_foreign != nullptr && mempool_free_foreign(p)) return;
+    if (g_page_heap.reserved(p))
+      heap_misuse(p, "free of a block that is not allocated (double free?)");
     heap_misuse(p, "free of a pointer not allocated by the mempool heap");
   }
   if (s->state == SpanState::kFree || s->state == SpanState::kCached)

@@ -73,6 +73,10 @@ class PageHeap {
   // The clock of the decay: milliseconds, monotonic, coarse (a vDSO read).
   [[nodiscard]] static std::uint64_t now_ms() noexcept;
   [[nodiscard]] PageHeapStats stats() const noexcept;
+  // p lies in the address space the heap reserved for its pages (misuse reports:
+  // a pointer there that the page map does not know was freed already, its pages
+  // merged into a free span). Lock-free, for error paths.
+  [[nodiscard]] bool reserved(const void* p) const noexcept;
 
   // The soft memory limit on resident bytes (mapped minus given back), 0 for none.
   void set_memory_limit(std::size_t bytes) noexcept;
@@ -101,10 +105,21 @@ class PageHeap {
  private:
   static constexpr std::size_t kMaxListPages = 128;
   static constexpr std::size_t kRegionPages = 1024;  // grow by at least 8 MiB
+  // Address space reserved at a time (no memory: PROT_NONE, no commit charge).
+  static constexpr std::size_t kReserveBytes = std::size_t{1} << 30;
 
   Span* find_free(std::size_t pages) noexcept;
   bool grow(std::size_t pages) noexcept;
-  bool move_grow(std::size_t pages) noexcept;
+  // The page heap's address space (page_heap.cpp, "Growth").
+  // The free span whose first page is the committed edge, if any.
+  [[nodiscard]] const Span* edge_span() const noexcept;
+  // Where the next `bytes` of the heap go, just below the committed part of the
+  // reservation; more is reserved when it runs out, directly below the last if that
+  // is free, else anywhere (the old one's unused part goes back). 0: no address space.
+  std::uintptr_t reserved_below(std::size_t bytes) noexcept;
+  // Adds `pages` free pages to the heap: committed at the reservation's edge, or
+  // mapped on their own when no address space can be reserved. False when refused.
+  bool map_region(std::size_t pages) noexcept;
   Span* split(Span* s, std::size_t pages) noexcept;
   void insert_free(Span* s) noexcept;  // coalesces, then lists
   void list(Span* s) noexcept;
@@ -137,6 +152,17 @@ class PageHeap {
   SpanList released_[kMaxListPages + 1];
   SpanList resident_large_;
   SpanList released_large_;
+  // Every reservation the heap still has, [low, high), for reserved(); one extended
+  // downward while it stays contiguous. Past kMaxReservations the rest go unrecorded.
+  static constexpr std::size_t kMaxReservations = 64;
+  struct Reservation {
+    std::atomic<std::uintptr_t> low{0};
+    std::atomic<std::uintptr_t> high{0};
+  };
+  Reservation reservations_[kMaxReservations];
+  std::atomic<std::size_t> reservation_count_{0};
+  std::uintptr_t reserve_low_ = 0;  // the reservation: [reserve_low_, commit_low_) is unused
+  std::uintptr_t commit_low_ = 0;   // its committed part starts here and grows down
   std::size_t free_resident_pages_ = 0;
   std::size_t free_released_pages_ = 0;
   std::size_t mapped_bytes_ = 0;

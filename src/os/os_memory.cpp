@@ -15,6 +15,27 @@ namespace {
 std::atomic<long> g_maps_left_before_failure{-1};  // < 0: never fail
 std::atomic<long> g_map_count{0};
 std::atomic<std::size_t> g_bytes_mapped{0};
+
+// Fault injection: takes one of the maps left before failure (false: this map is
+// to fail), or none when injection is off. give_back_map returns it when the OS
+// refused for a reason of its own, which is not a map.
+bool take_map() noexcept {
+  long left = g_maps_left_before_failure.load(std::memory_order_relaxed);
+  while (left >= 0) {
+    if (left == 0) return false;
+    if (g_maps_left_before_failure.compare_exchange_weak(left, left - 1)) break;
+  }
+  return true;
+}
+void give_back_map() noexcept {
+  if (g_maps_left_before_failure.load(std::memory_order_relaxed) >= 0)
+    g_maps_left_before_failure.fetch_add(1);
+}
+void count_map(std::size_t bytes) noexcept {
+  g_map_count.fetch_add(1, std::memory_order_relaxed);
+  g_bytes_mapped.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 namespace detail {
@@ -28,19 +49,40 @@ std::size_t page_size() noexcept {
 }
 
 void* os_map(std::size_t bytes, bool populate) noexcept {
-  if (bytes == 0) return nullptr;
-  long left = g_maps_left_before_failure.load(std::memory_order_relaxed);
-  while (left >= 0) {
-    if (left == 0) return nullptr;
-    if (g_maps_left_before_failure.compare_exchange_weak(left, left - 1)) break;
-  }
+  if (bytes == 0 || !take_map()) return nullptr;
   int flags = MAP_PRIVATE | MAP_ANONYMOUS;
   if (populate) flags |= MAP_POPULATE;
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) return nullptr;
-  g_map_count.fetch_add(1, std::memory_order_relaxed);
-  g_bytes_mapped.fetch_add(bytes, std::memory_order_relaxed);
+  count_map(bytes);
   return p;
+}
+
+void* os_reserve(void* address, std::size_t bytes) noexcept {
+  if (bytes == 0) return nullptr;
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  if (address != nullptr) flags |= MAP_FIXED_NOREPLACE;
+  void* p = ::mmap(address, bytes, PROT_NONE, flags, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (address != nullptr && p != address) {  // a kernel before 4.17 took the flag as a hint
+    ::munmap(p, bytes);
+    return nullptr;
+  }
+  return p;
+}
+
+void os_unreserve(void* p, std::size_t bytes) noexcept {
+  if (p != nullptr && bytes != 0) ::munmap(p, bytes);
+}
+
+bool os_commit(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr || bytes == 0 || !take_map()) return false;
+  // mprotect, as glibc grows its thread arenas: on failure (ENOMEM where the kernel
+  // charges commit, overcommit mode 2) the reservation stays as it was, where a
+  // MAP_FIXED mmap could leave a hole that another mapping takes.
+  if (::mprotect(p, bytes, PROT_READ | PROT_WRITE) != 0) return false;
+  count_map(bytes);
+  return true;
 }
 
 void os_unmap(void* p, std::size_t bytes) noexcept {
@@ -71,18 +113,13 @@ void* os_remap(void* p, std::size_t old_bytes, std::size_t new_bytes, void* targ
   void* q;
   if (target == nullptr) {
     // In place: more memory from the OS, so the fault injection counts it as a map.
-    long left = g_maps_left_before_failure.load(std::memory_order_relaxed);
-    while (left >= 0) {
-      if (left == 0) return nullptr;
-      if (g_maps_left_before_failure.compare_exchange_weak(left, left - 1)) break;
-    }
+    if (!take_map()) return nullptr;
     q = ::mremap(p, old_bytes, new_bytes, 0);
-    if (q == MAP_FAILED) {  // the addresses after it are taken: not a map, give it back
-      if (left > 0) g_maps_left_before_failure.fetch_add(1);
+    if (q == MAP_FAILED) {  // the addresses after it are taken: not a map
+      give_back_map();
       return nullptr;
     }
-    g_map_count.fetch_add(1, std::memory_order_relaxed);
-    g_bytes_mapped.fetch_add(new_bytes - old_bytes, std::memory_order_relaxed);
+    count_map(new_bytes - old_bytes);
     return q;
   }
   // Onto target (new_bytes from os_map, already counted): p's old range goes away.

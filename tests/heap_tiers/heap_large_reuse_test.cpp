@@ -1,5 +1,5 @@
 // Large blocks reused, not re-faulted: freed direct mappings kept in a cache
-// within a budget, a span grown by moving a free one (mremap), and the decay
+// within a budget, a free span grown in place at the page heap's edge, and the decay
 // that gives both back to the OS; collect() still gives back everything.
 #include <gtest/gtest.h>
 
@@ -192,22 +192,38 @@ TEST_F(HeapLargeReuse, OutOfMemoryDropsTheCacheAndKeepsLiveBlocks) {
   mp_free(live);
 }
 
-TEST_F(HeapLargeReuse, PageHeapGrowsByMovingAFreeSpanNotByFaultingAfresh) {
-  g_page_heap.release_all();
-  Span* s = g_page_heap.allocate(1600);  // 12.5 MiB
-  ASSERT_NE(s, nullptr);
-  auto* bytes = address_as<unsigned char>(s->start);
-  std::memset(bytes, 0x42, s->bytes());
-  g_page_heap.free(s);
-  Span* bigger = g_page_heap.allocate(3000);  // 23.4 MiB: no free span fits
+// A page heap of its own (the process's has a history): its growths are contiguous,
+// and a request no free span fits grows the free span at the edge in place.
+TEST_F(HeapLargeReuse, PageHeapGrowsTheFreeSpanAtItsEdgeInPlace) {
+  static PageHeap heap;
+  heap.set_decay_ms(PageHeap::kNoDecay);  // nothing given back under a slow run
+  const std::size_t mapped = heap.stats().bytes_mapped;
+  Span* first = heap.allocate(1600);  // 12.5 MiB
+  ASSERT_NE(first, nullptr);
+  Span* below = heap.allocate(1600);
+  ASSERT_NE(below, nullptr);
+  EXPECT_EQ(below->start + below->bytes(), first->start) << "the second growth is contiguous";
+  heap.free(first);
+  auto* bytes = address_as<unsigned char>(below->start);
+  std::memset(bytes, 0x42, below->bytes());
+  const std::uintptr_t old_start = below->start;
+  heap.free(below);  // one free span of 3200 pages, at the edge
+  EXPECT_EQ(heap.stats().bytes_mapped, mapped + 3200 * kHeapPageSize);
+  Span* bigger = heap.allocate(5000);  // 39 MiB: no free span fits
   ASSERT_NE(bigger, nullptr);
-  auto* moved = address_as<unsigned char>(bigger->start);
-  EXPECT_EQ(moved[0], 0x42) << "the free span's pages moved to the new span's head";
-  EXPECT_EQ(moved[1600 * kHeapPageSize - 1], 0x42);
-  EXPECT_EQ(moved[3000 * kHeapPageSize - 1], 0);
-  for (std::size_t i = 0; i < 3000; i += 97)
-    ASSERT_EQ(g_page_map.lookup(moved + i * kHeapPageSize), bigger);
-  g_page_heap.free(bigger);
+  EXPECT_EQ(heap.stats().bytes_mapped, mapped + 5000 * kHeapPageSize)
+      << "only the 1800 pages missing were mapped";
+  EXPECT_EQ(bigger->start + 1800 * kHeapPageSize, old_start) << "grown below, in place";
+  EXPECT_EQ(bytes[0], 0x42) << "the free span's pages kept their bytes: not faulted afresh";
+  EXPECT_EQ(bytes[1600 * kHeapPageSize - 1], 0x42);
+  EXPECT_EQ(address_as<unsigned char>(bigger->start)[0], 0) << "the new pages are fresh";
+  for (std::size_t i = 0; i < 5000; i += 97)
+    ASSERT_EQ(g_page_map.lookup(address_as<unsigned char>(bigger->start) + i * kHeapPageSize),
+              bigger);
+  EXPECT_TRUE(heap.reserved(bytes));
+  EXPECT_FALSE(heap.reserved(&mapped));
+  heap.free(bigger);
+  heap.release_all();
 }
 
 TEST_F(HeapLargeReuse, FreePagesUpToTheBytesInUseStayResident) {

@@ -64,6 +64,17 @@ std::vector<RunSpec> rounds_cases(const RunSpec& given) {
   return {small, large};
 }
 
+// bigbuffers: the old buffer freed before its replacement is allocated, and after
+// it (as `buf = std::make_unique<char[]>(n)` does), unless --replace picks one.
+std::vector<RunSpec> bigbuffers_cases(const RunSpec& given) {
+  if (!given.replace.empty()) return {given};
+  RunSpec free_first = given;
+  free_first.replace = "free-first";
+  RunSpec new_first = given;
+  new_first.replace = "new-first";
+  return {free_first, new_first};
+}
+
 }  // namespace
 
 const std::vector<WorkloadInfo>& all_workloads() {
@@ -89,7 +100,7 @@ const std::vector<WorkloadInfo>& all_workloads() {
       {"scaling", "throughput over 1, 2, 4, ... 2x the cores", run_scaling, scaling_threads,
        nullptr},
       {"bigbuffers", "20 live buffers of 5-25 MiB, one replaced by a new zero-filled one at a time",
-       run_bigbuffers, no_threads, nullptr},
+       run_bigbuffers, no_threads, bigbuffers_cases},
       {"server", "Larson-style: threads replace random blocks (8-1000 B) in a shared array",
        run_server, crossing_threads, nullptr},
       {"handoff", "16 B-16 KiB in per-thread windows, every other block freed by the next thread",
@@ -153,7 +164,7 @@ SizeSequence::SizeSequence(const RunSpec& spec, std::size_t low, std::size_t hig
 
 std::string bytes_text(std::size_t n) {
   char buf[32];
-  if (n >= 1024 * 1024 && n % (1024 * 1024) == 0) {
+  if (constexpr std::size_t kMiB = std::size_t{1} << 20; n >= kMiB && n % kMiB == 0) {
     std::snprintf(buf, sizeof buf, "%zu MiB", n >> 20);
   } else if (n >= 1024 && n % 1024 == 0) {
     std::snprintf(buf, sizeof buf, "%zu KiB", n >> 10);

@@ -16,6 +16,16 @@ MEMPOOL_API void os_unmap(void* p, std::size_t bytes) noexcept;
 // The same as os_map, with the start aligned to `alignment` (a power of two above
 // the OS page size): maps more, then unmaps the unaligned ends.
 MEMPOOL_API void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexcept;
+// Address space without memory (PROT_NONE, no commit charge), for os_commit to
+// fill: at exactly `address` when it is not nullptr and nothing is mapped there (a
+// mapping is never replaced), else where the OS puts it; nullptr when refused. Not
+// a map: the fault injection and the counts below leave it out.
+MEMPOOL_API void* os_reserve(void* address, std::size_t bytes) noexcept;
+MEMPOOL_API void os_unreserve(void* p, std::size_t bytes) noexcept;
+// Makes [p, p + bytes), inside a reservation, zero-filled readable and writable
+// memory: a map, as os_map's (false when the OS refuses; the range stays reserved).
+// Adjacent committed ranges merge into one mapping.
+MEMPOOL_API bool os_commit(void* p, std::size_t bytes) noexcept;
 // Grows the mapping [p, p + old_bytes) to new_bytes, keeping its pages (only the
 // new tail is fresh zero-filled memory). target nullptr: in place, when the
 // addresses after it are free; otherwise onto target, a mapping of new_bytes from
