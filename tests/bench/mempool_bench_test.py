@@ -47,6 +47,7 @@ class Arguments(unittest.TestCase):
             (["compare", "--sample-rate=0"], "--sample-rate"),
             (["compare", "--size-dist=gaussian"], "--size-dist"),
             (["compare", "--mode=later"], "--mode"),
+            (["bigbuffers", "--replace=sideways"], "--replace"),
             (["compare", "--format=xml"], "--format"),
             (["compare", "--bogus"], "--bogus"),
             (["report"], "dir"),
@@ -159,6 +160,12 @@ def check_workload(test, rec):
         test.assertEqual(m["corrupt_blocks"], 0, rec)
     elif w == "bigbuffers":
         test.assertTrue(m["checksum_ok"], rec)
+        test.assertEqual(m["failed_allocations"], 0, rec)
+        # The order it ran in, named in its case too.
+        order = rec["params"]["order"]
+        test.assertIn(order, ["free-first", "new-first"])
+        test.assertIn("x new, then free" if order == "new-first" else "x free, then new",
+                      rec["case"])
     elif w == "apps":
         # The program and its command line, a checked output, and its own numbers.
         test.assertIn(rec["case"], ["redis", "redis-pipelined", "python", "sqlite", "gxx"])
@@ -193,6 +200,9 @@ class Workload(unittest.TestCase):
                 for case in ["redis", "redis-pipelined", "python", "sqlite", "gxx"]:
                     for name in present:
                         self.assertIn((case, name), cases)
+            if WORKLOAD == "bigbuffers":  # both cases, unless --replace picks one
+                self.assertEqual({x["params"]["order"] for x in records if "metrics" in x},
+                                 {"free-first", "new-first"})
             for rec in records:
                 with self.subTest(allocator=rec["allocator"], case=rec["case"]):
                     self.assertEqual(rec["workload"], WORKLOAD)
