@@ -119,11 +119,21 @@ Span* PageHeap::find_free(std::size_t pages) noexcept {
 // but not their time: on this VM the first write to a moved page cost as much as
 // a fault.)
 bool PageHeap::grow(std::size_t pages) noexcept {
-  std::size_t region = pages < kRegionPages ? kRegionPages : pages;
-  if (const Span* edge = edge_span(); edge != nullptr && pages >= kRegionPages)
-    region = pages - edge->pages;  // no free span fits: the edge is smaller
-  if (map_region(region)) return true;
-  return region > pages && map_region(pages);  // the big region was refused: try the need
+  if (const Span* edge = edge_span(); edge != nullptr && pages >= kRegionPages) {
+    // No free span fits, so the edge is smaller: it lacks pages - edge->pages. Those
+    // land right below it unless the reservation ran out and the next one is
+    // elsewhere (or none could be had); then they are a free span of their own, and
+    // the request takes a region of its full size.
+    const std::uintptr_t edge_start = edge->start;
+    const std::size_t lacking = pages - edge->pages;
+    std::uintptr_t start = 0;
+    if (!map_region(lacking, &start)) return false;
+    if (start + (lacking << kHeapPageShift) == edge_start) return true;
+  }
+  const std::size_t region = pages < kRegionPages ? kRegionPages : pages;
+  std::uintptr_t start = 0;
+  if (map_region(region, &start)) return true;
+  return region > pages && map_region(pages, &start);  // the big region was refused: the need
 }
 
 const Span* PageHeap::edge_span() const noexcept {
@@ -169,7 +179,7 @@ bool PageHeap::reserved(const void* p) const noexcept {
   return false;
 }
 
-bool PageHeap::map_region(std::size_t pages) noexcept {
+bool PageHeap::map_region(std::size_t pages, std::uintptr_t* where) noexcept {
   const std::size_t bytes = pages << kHeapPageShift;
   const std::uintptr_t at = reserved_below(bytes);
   // No address space to reserve (an address-space limit): a mapping of its own.
@@ -184,6 +194,7 @@ bool PageHeap::map_region(std::size_t pages) noexcept {
   }
   if (at != 0) commit_low_ = at;
   add_mapped(bytes);
+  *where = start;
   s->start = start;
   s->pages = pages;
   s->released = true;  // never touched: not resident

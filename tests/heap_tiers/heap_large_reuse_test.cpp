@@ -226,6 +226,41 @@ TEST_F(HeapLargeReuse, PageHeapGrowsTheFreeSpanAtItsEdgeInPlace) {
   heap.release_all();
 }
 
+// When the reservation runs out and the next cannot lie right below it, the pages the
+// edge span lacks are not next to it: the request still gets a span of its full size.
+TEST_F(HeapLargeReuse, PageHeapGrowsElsewhereWhenTheReservationRunsOut) {
+  static PageHeap heap;
+  heap.set_decay_ms(PageHeap::kNoDecay);
+  constexpr std::size_t kBig = 7680;  // 60 MiB: committed, never touched
+  Span* first = heap.allocate(1600);
+  ASSERT_NE(first, nullptr);
+  // The reservation (1 GiB and a page) ends at the first span's end; keep the address
+  // space below it taken, so that the next reservation lands elsewhere.
+  const std::uintptr_t top = first->start + first->bytes();
+  const std::size_t blocker_bytes = std::size_t{16} << 20;
+  void* blocker = os_reserve(
+      address_as((top - (std::size_t{1} << 30) - kHeapPageSize) - blocker_bytes), blocker_bytes);
+  Span* spans[16];
+  for (Span*& s : spans) {  // 16 x 60 MiB: about 51 MiB of the reservation left
+    s = heap.allocate(kBig);
+    ASSERT_NE(s, nullptr);
+  }
+  EXPECT_TRUE(heap.reserved(address_as(spans[15]->start)));
+  heap.free(spans[15]);                      // the free span at the edge
+  Span* grown = heap.allocate(kBig + 7000);  // lacks 55 MiB: more than is left
+  ASSERT_NE(grown, nullptr) << "the lacking pages went elsewhere, yet the request is served";
+  EXPECT_EQ(grown->pages, kBig + 7000);
+  for (std::size_t i = 0; i < grown->pages; i += 499)
+    ASSERT_EQ(g_page_map.lookup(address_as<unsigned char>(grown->start) + i * kHeapPageSize),
+              grown);
+  heap.free(grown);
+  for (std::size_t i = 0; i < 15; ++i)
+    heap.free(spans[i]);
+  heap.free(first);
+  heap.release_all();
+  if (blocker != nullptr) os_unreserve(blocker, blocker_bytes);
+}
+
 TEST_F(HeapLargeReuse, FreePagesUpToTheBytesInUseStayResident) {
   g_page_heap.set_release_threshold(16 * kMiB);
   unsigned char* blocks[8];
