@@ -126,14 +126,13 @@ bool PageHeap::grow(std::size_t pages) noexcept {
     // the request takes a region of its full size.
     const std::uintptr_t edge_start = edge->start;
     const std::size_t lacking = pages - edge->pages;
-    std::uintptr_t start = 0;
-    if (!map_region(lacking, &start)) return false;
+    const std::uintptr_t start = map_region(lacking);
+    if (start == 0) return false;
     if (start + (lacking << kHeapPageShift) == edge_start) return true;
   }
   const std::size_t region = pages < kRegionPages ? kRegionPages : pages;
-  std::uintptr_t start = 0;
-  if (map_region(region, &start)) return true;
-  return region > pages && map_region(pages, &start);  // the big region was refused: the need
+  if (map_region(region) != 0) return true;
+  return region > pages && map_region(pages) != 0;  // the big region was refused: the need
 }
 
 const Span* PageHeap::edge_span() const noexcept {
@@ -179,27 +178,26 @@ bool PageHeap::reserved(const void* p) const noexcept {
   return false;
 }
 
-bool PageHeap::map_region(std::size_t pages, std::uintptr_t* where) noexcept {
+std::uintptr_t PageHeap::map_region(std::size_t pages) noexcept {
   const std::size_t bytes = pages << kHeapPageShift;
   const std::uintptr_t at = reserved_below(bytes);
   // No address space to reserve (an address-space limit): a mapping of its own.
   const std::uintptr_t start =
       at != 0 ? at : reinterpret_cast<std::uintptr_t>(os_map_aligned(bytes, kHeapPageSize));
-  if (start == 0) return false;
+  if (start == 0) return 0;
   Span* s = g_page_map.ensure(start >> kHeapPageShift, pages) ? g_metadata.create<Span>() : nullptr;
   if (s == nullptr || (at != 0 && !os_commit(address_as(at), bytes))) {
     if (s != nullptr) g_metadata.destroy(s);
     if (at == 0) os_unmap(address_as(start), bytes);
-    return false;
+    return 0;
   }
   if (at != 0) commit_low_ = at;
   add_mapped(bytes);
-  *where = start;
   s->start = start;
   s->pages = pages;
   s->released = true;  // never touched: not resident
   insert_free(s);      // coalesces with a free span at the edge
-  return true;
+  return start;
 }
 
 // s is unlisted and free: keeps its first `pages` pages; the rest becomes a span

@@ -117,10 +117,10 @@ class PageHeap {
   // reservation; more is reserved when it runs out, directly below the last if that
   // is free, else anywhere (the old one's unused part goes back). 0: no address space.
   std::uintptr_t reserved_below(std::size_t bytes) noexcept;
-  // Adds `pages` free pages to the heap, starting at *where: committed at the
-  // reservation's edge, or mapped on their own when no address space can be
-  // reserved. False when refused.
-  bool map_region(std::size_t pages, std::uintptr_t* where) noexcept;
+  // Adds `pages` free pages to the heap and returns where they start (0 when
+  // refused): committed at the reservation's edge, or mapped on their own when no
+  // address space can be reserved.
+  std::uintptr_t map_region(std::size_t pages) noexcept;
   Span* split(Span* s, std::size_t pages) noexcept;
   void insert_free(Span* s) noexcept;  // coalesces, then lists
   void list(Span* s) noexcept;
