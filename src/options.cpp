@@ -144,6 +144,7 @@ HeapOptions read_heap_options() noexcept {
   read_bytes("MEMPOOL_MEMORY_LIMIT", 0, &o.memory_limit);
   read_decimal("MEMPOOL_DECAY_MS", true, &o.decay_ms);
   read_decimal("MEMPOOL_HARDENED_SEED", false, &o.hardened_seed);
+  read_decimal("MEMPOOL_HARDENED_SAMPLE", false, &o.hardened_sample);
   if (o.verbose) {
     char a[24], b[24], c[24], d[24];
     write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),
@@ -160,6 +161,8 @@ HeapOptions read_heap_options() noexcept {
                       o.memory_limit == 0 ? "0 (none)" : to_decimal(o.memory_limit, c));
     if (o.hardened_seed != 0)
       write_stderr_line("options: MEMPOOL_HARDENED_SEED=", to_decimal(o.hardened_seed, d));
+    if (o.hardened_sample != kDefaultHardenedSample)
+      write_stderr_line("options: MEMPOOL_HARDENED_SAMPLE=", to_decimal(o.hardened_sample, d));
   }
   return o;
 }

@@ -8,6 +8,7 @@
 namespace mempool::detail {
 
 inline constexpr std::uint64_t kNeverDecay = ~std::uint64_t{0};
+inline constexpr std::uint64_t kDefaultHardenedSample = 8;
 
 struct HeapOptions {
   std::size_t release_threshold = std::size_t{128} << 20;        // MEMPOOL_RELEASE_THRESHOLD
@@ -19,6 +20,8 @@ struct HeapOptions {
   std::uint64_t decay_ms = 1000;  // MEMPOOL_DECAY_MS (kNeverDecay: "never" or -1)
   // MEMPOOL_HARDENED_SEED: the hardened library's block order follows it (0: the secret)
   std::uint64_t hardened_seed = 0;
+  // MEMPOOL_HARDENED_SAMPLE: the hardened library guards 1 in this many small spans (1: all)
+  std::uint64_t hardened_sample = kDefaultHardenedSample;
   bool show_stats = false;  // MEMPOOL_SHOW_STATS
   bool verbose = false;     // MEMPOOL_VERBOSE
 };

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "../options.hpp"
 #include "central_cache.hpp"
 #include "class_info.hpp"
 #include "heap_internal.hpp"
@@ -41,7 +42,7 @@ namespace mempool::detail {
 
 namespace {
 
-constexpr std::size_t kCanaryBytes = 8;
+constexpr std::size_t kCanaryBytes = kHardenedCanaryBytes;
 // A large block's slack checked after the program's bytes (an overflow is seen by its
 // first byte); a small block's is the word after them, or the bytes before its canary.
 constexpr std::size_t kLargeSlack = 64;
@@ -50,22 +51,16 @@ constexpr std::size_t kLargeSlack = 64;
 // filling and reading the whole of a large class's block on every free and malloc.
 constexpr std::size_t kFillEnd = 64;
 constexpr unsigned char kPattern = 0xdb;
-constexpr std::uint64_t kPatternWord = 0x0101010101010101u * kPattern;
+constexpr std::uint64_t kPatternWord = kHardenedFillWord;
+static_assert(kPatternWord == 0x0101010101010101u * kPattern);
 constexpr std::uint32_t kFreedMark = 0xffffffffu;
-// Requests up to this size get a small block (n and the canary fit the largest class).
-constexpr std::size_t kSmallMax = kHeapSmallMax - kCanaryBytes;
+constexpr std::size_t kSmallMax = kHardenedSmallMax;
 
 const char* const kOverflow = "buffer overflow (canary overwritten)";
 
 // The canary's secret: the link key (central_cache.cpp), rotated. Set before the first
 // block exists (hardened_prepare_span) and never changed.
 constinit std::atomic<std::uint64_t> g_secret{0};
-
-// The smallest class a request of n <= kSmallMax fits with its canary: 16 bytes at
-// least, so that a free block's canary and link never share a word.
-std::size_t class_for(std::size_t n) noexcept {
-  return heap_class_of(n + kCanaryBytes < 16 ? 16 : n + kCanaryBytes);
-}
 
 char* bytes_of(void* p) noexcept {
   return static_cast<char*>(p);
@@ -190,6 +185,9 @@ bool fill_intact(void* p, std::size_t size) noexcept {
   return diff == 0;
 }
 
+// Sampling: 1 in g_sample fresh small spans is guarded (hardened_prepare_span).
+constinit std::atomic<std::uint64_t> g_sample{kDefaultHardenedSample};
+
 // Block p of class size `size` taken from a free list: still a free block? Then it
 // becomes one of n bytes.
 void* hand_out(void* p, std::size_t size, std::size_t n) noexcept {
@@ -206,16 +204,21 @@ void* allocate_small(std::size_t c, std::size_t n) noexcept {
     p = heap_allocate_class_miss(c);
     if (p == nullptr) return nullptr;
   }
-  return hand_out(p, kHeapClasses[c].size, n);
+  return hardened_hand_out(p, c, n);
 }
 
 // The bytes the program asked for in block p of class size `size`, which it holds:
 // stops the process if the block is free (`freed_problem`) or its canary or slack
-// was overwritten.
+// was overwritten. A block that is free by its canary but whose fill lost word 1 was
+// written after its free and then handed out as a block of an unguarded span.
 std::size_t live_size(void* p, std::size_t size, const char* freed_problem) noexcept {
   std::uint32_t n;
   if (MEMPOOL_LIKELY(decode_canary(p, load_canary(p, size), &n))) {
-    if (MEMPOOL_UNLIKELY(n == kFreedMark)) heap_misuse(p, freed_problem);
+    if (MEMPOOL_UNLIKELY(n == kFreedMark)) {
+      if (size > 16 && load_word(bytes_of(p) + 8) != kPatternWord)
+        heap_misuse(p, "write after free (a free block was modified)");
+      heap_misuse(p, freed_problem);
+    }
     if (MEMPOOL_LIKELY(n <= size - kCanaryBytes && slack_intact(p, n, size))) return n;
   }
   heap_misuse(p, kOverflow);
@@ -232,18 +235,16 @@ void check_block_below(void* p, const Span* s, std::size_t size) noexcept {
     heap_misuse(p, "buffer underflow (the canary of the block below was overwritten)");
 }
 
-// Block p of class c becomes a free block, on this thread's list.
+// Block p of class c, from a guarded span, becomes a free block on this thread's list.
 void release_small(void* p, std::size_t c, std::size_t size) noexcept {
   write_fill(p, size);
   store_canary(p, size, kFreedMark);
   heap_push_to_cache(tls_thread_cache, static_cast<FreeBlock*>(p), c);
 }
 
-// p's span and class from its page-map entry (class not 0): a block the program holds,
-// or the process stops. Returns the bytes it asked for.
-std::size_t check_small(void* p, std::uintptr_t entry, std::size_t c, const char* interior,
-                        const char* freed) noexcept {
-  const Span* s = heap_small_block_span(p, entry, c, interior);
+// Block p of class c from a guarded span s, which the program holds, or the process
+// stops. Returns the bytes it asked for.
+std::size_t check_guarded(void* p, const Span* s, std::size_t c, const char* freed) noexcept {
   const std::size_t size = kHeapClasses[c].size;
   const std::size_t n = live_size(p, size, freed);
   check_block_below(p, s, size);
@@ -352,8 +353,27 @@ Span* large_block_span(void* p, const char* freed_problem) noexcept {
 
 }  // namespace
 
+// g_hardened_every_span is true when every span is guarded (MEMPOOL_HARDENED_SAMPLE=1).
+constinit std::atomic<bool> g_hardened_every_span{kDefaultHardenedSample <= 1};
+
+// Block p, off the list of class c, holds in word 1 what a free block of a guarded span
+// does (the fill; the 16-byte class: its canary), or every span is guarded: a block of
+// a guarded span is checked and handed out, another as it is. A guarded block whose
+// word 1 was overwritten after its free is handed out unchecked, unless every span is
+// guarded; its next free then finds its canary still free, and says so (live_size).
+// (With every span guarded, the page map is asked all the same: spans made before the
+// options were read follow the default sampling.)
+void* hardened_hand_out_if_guarded(void* p, std::size_t c, std::size_t n) noexcept {
+  const std::size_t size = kHeapClasses[c].size;
+  if (c == kHardenedSmallestClass && load_word(bytes_of(p) + 8) != canary_of(p, kFreedMark) &&
+      !g_hardened_every_span.load(std::memory_order_relaxed))
+    return p;
+  if (!heap_block_span(p)->guarded) return p;
+  return hand_out(p, size, n);
+}
+
 void* hardened_allocate(std::size_t n) noexcept {
-  if (MEMPOOL_LIKELY(n <= kSmallMax)) return allocate_small(class_for(n), n);
+  if (MEMPOOL_LIKELY(n <= kSmallMax)) return allocate_small(hardened_class_for(n), n);
   return allocate_large(n, kHeapPageSize);
 }
 
@@ -371,7 +391,12 @@ void hardened_free(void* p) noexcept {
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
   if (MEMPOOL_LIKELY(c != 0)) {
-    check_small(p, entry, c, "free of a pointer into the middle of a block", "double free");
+    Span* s = heap_small_block_span(p, entry, c, "free of a pointer into the middle of a block");
+    if (MEMPOOL_LIKELY(!s->guarded)) {
+      heap_free_small(p, s, c);
+      return;
+    }
+    check_guarded(p, s, c, "double free");
     release_small(p, c, kHeapClasses[c].size);
     return;
   }
@@ -383,9 +408,15 @@ void hardened_free_sized(void* p, std::size_t n) noexcept {
   const std::size_t c = entry & kSpanTagMask;
   const char* const wrong_size = "sized free with a size that is not the block's";
   if (MEMPOOL_LIKELY(c != 0)) {
-    if (check_small(p, entry, c, "free of a pointer into the middle of a block", "double free") !=
-        n)
-      heap_misuse(p, wrong_size);
+    Span* s = heap_small_block_span(p, entry, c, "free of a pointer into the middle of a block");
+    if (MEMPOOL_LIKELY(!s->guarded)) {
+      // The size asked for is not kept: the block must at least hold it (an aligned
+      // block's class may be larger than the size's).
+      if (n > kSmallMax || hardened_class_for(n) > c) heap_misuse(p, wrong_size);
+      heap_free_small(p, s, c);
+      return;
+    }
+    if (check_guarded(p, s, c, "double free") != n) heap_misuse(p, wrong_size);
     release_small(p, c, kHeapClasses[c].size);
     return;
   }
@@ -397,13 +428,26 @@ void hardened_free_sized(void* p, std::size_t n) noexcept {
   heap_free_slow(p, reinterpret_cast<Span*>(entry & ~kSpanTagMask));
 }
 
+namespace {
+
+// The bytes the program may use in small block p (class c, not 0), which it holds:
+// the size it asked for in a guarded span (checked), the class's size in another.
+std::size_t small_size(void* p, std::uintptr_t entry, std::size_t c, const char* interior,
+                       const char* freed) noexcept {
+  const Span* s = heap_small_block_span(p, entry, c, interior);
+  if (MEMPOOL_LIKELY(!s->guarded)) return kHeapClasses[c].size;
+  return check_guarded(p, s, c, freed);
+}
+
+}  // namespace
+
 std::size_t hardened_usable_size(const void* p) noexcept {
   if (p == nullptr) return 0;
   void* q = const_cast<void*>(p);  // read only: the checks write nothing
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   if (const std::size_t c = entry & kSpanTagMask; c != 0)
-    return check_small(q, entry, c, "pointer into the middle of a block",
-                       "malloc_usable_size of a free block");
+    return small_size(q, entry, c, "pointer into the middle of a block",
+                      "malloc_usable_size of a free block");
   return large_block_span(q, "malloc_usable_size of a free block")->requested;
 }
 
@@ -411,14 +455,16 @@ void* hardened_realloc(void* p, std::size_t n) noexcept {
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   std::size_t old;
   if (const std::size_t c = entry & kSpanTagMask; c != 0) {
-    old = check_small(p, entry, c, "realloc of a pointer into the middle of a block",
-                      "realloc of a free block");
+    old = small_size(p, entry, c, "realloc of a pointer into the middle of a block",
+                     "realloc of a free block");
     // In place while the size stays in the block's class, so that a sized free with
     // the new size still names the right class (as the default build does).
-    if (n <= kSmallMax && class_for(n) == c) {
+    if (n <= kSmallMax && hardened_class_for(n) == c) {
       const std::size_t size = kHeapClasses[c].size;
-      write_slack(p, n, size);
-      store_canary(p, size, static_cast<std::uint32_t>(n));
+      if (address_as<Span>(entry - c)->guarded) {
+        write_slack(p, n, size);
+        store_canary(p, size, static_cast<std::uint32_t>(n));
+      }
       return p;
     }
   } else {
@@ -481,8 +527,10 @@ constinit std::atomic<std::uint64_t> g_seed{0};
 constinit std::atomic<std::uint64_t> g_spans{0};
 }  // namespace
 
-void hardened_set_seed(std::uint64_t seed) noexcept {
+void hardened_set_sampling(std::uint64_t seed, std::uint64_t sample) noexcept {
   g_seed.store(seed, std::memory_order_relaxed);
+  g_sample.store(sample, std::memory_order_relaxed);
+  g_hardened_every_span.store(sample <= 1, std::memory_order_relaxed);
 }
 
 // Fisher-Yates over the block indexes but the first, with a generator seeded from the heap's secret
@@ -508,6 +556,10 @@ void hardened_prepare_span(Span* s, std::size_t c) noexcept {
       most = i.capacity > most ? i.capacity : most;
     return most;
   }();
+  // Drawn only when sampling: with every span guarded, a seed gives the order it gave
+  // before sampling was added (the misuse suite's expected outcomes depend on it).
+  const std::uint64_t sample = g_sample.load(std::memory_order_relaxed);
+  s->guarded = size >= 16 && (sample <= 1 || next_random() % sample == 0);
   std::uint16_t order[kMaxCapacity];
   static_assert(kMaxCapacity <= UINT16_MAX + 1);
   for (std::size_t i = 0; i < info.capacity; ++i)
@@ -524,7 +576,7 @@ void hardened_prepare_span(Span* s, std::size_t c) noexcept {
   FreeBlock* head = nullptr;
   for (std::size_t i = 0; i < info.capacity; ++i) {
     auto* b = address_as<FreeBlock>(s->start + std::size_t{order[i]} * size);
-    if (size >= 16) {
+    if (s->guarded) {
       write_fill(b, size);
       store_canary(b, size, kFreedMark);
     }

@@ -78,7 +78,7 @@ bool apply_options() noexcept {
   if (options.memory_limit != 0) g_page_heap.set_memory_limit(options.memory_limit);
   g_direct_map_threshold = options.direct_map_threshold;
   g_verbose = options.verbose;
-  if constexpr (kHardened) hardened_set_seed(options.hardened_seed);
+  if constexpr (kHardened) hardened_set_sampling(options.hardened_seed, options.hardened_sample);
   if (options.show_stats) {
     const int copy = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
     if (copy >= 0) g_stats_fd = copy;

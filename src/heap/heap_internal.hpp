@@ -2,6 +2,7 @@
 // points of its cold paths. One screen: size -> class, then the thread cache.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -54,8 +55,26 @@ void heap_free_large_span(Span* s) noexcept;
 std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept;
 
 // The hardened build (kHardened, src/heap/hardened.cpp): each function below
-// replaces the hit path of the same name, so that every block is checked.
+// replaces the hit path of the same name, so that every block of a guarded span is
+// checked (and the others as in the default build).
 void* hardened_allocate(std::size_t n) noexcept;
+// Its hit path, inline below (hardened_try_hit): the class of a request of n bytes
+// and its canary, the fill of a guarded span's free blocks, whether every span is
+// guarded, and the out-of-line rest: a block that may come from a guarded span is
+// checked there.
+inline constexpr std::size_t kHardenedCanaryBytes = 8;
+inline constexpr std::size_t kHardenedSmallMax = kHeapSmallMax - kHardenedCanaryBytes;
+inline constexpr std::uint64_t kHardenedFillWord = 0xdbdbdbdbdbdbdbdbu;
+inline constexpr std::size_t kHardenedSmallestClass = heap_class_of(16);
+// The smallest class a request of n <= kHardenedSmallMax fits with its canary: 16 bytes
+// at least, so that a free block's canary and link never share a word.
+constexpr std::size_t hardened_class_for(std::size_t n) noexcept {
+  return heap_class_of(n + kHardenedCanaryBytes < 16 ? 16 : n + kHardenedCanaryBytes);
+}
+extern constinit std::atomic<bool> g_hardened_every_span;
+// (Returns p, or stops the process: non-null, so that the hit path tail-calls it.)
+__attribute__((returns_nonnull)) void* hardened_hand_out_if_guarded(void* p, std::size_t c,
+                                                                    std::size_t n) noexcept;
 void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
 void hardened_free(void* p) noexcept;
 void hardened_free_sized(void* p, std::size_t n) noexcept;
@@ -69,11 +88,14 @@ bool hardened_release_large(void* p, Span* s) noexcept;
 void hardened_collect() noexcept;
 void hardened_lock() noexcept;
 void hardened_unlock() noexcept;
-// A fresh span of class c (central cache lock held): every block filled as a free
-// one, linked into s->free_blocks in a random order.
+// A fresh span of class c (central cache lock held): guarded or not (1 in `sample`
+// spans, at random), its blocks linked into s->free_blocks in a random order, those of
+// a guarded span filled as free ones.
 void hardened_prepare_span(Span* s, std::size_t c) noexcept;
-// MEMPOOL_HARDENED_SEED: that order follows the seed instead of the secret (0).
-void hardened_set_seed(std::uint64_t seed) noexcept;
+// MEMPOOL_HARDENED_SEED: that order, and which spans are guarded, follow the seed
+// instead of the secret (0). MEMPOOL_HARDENED_SAMPLE: 1 in `sample` fresh small spans
+// is guarded (0 and 1: every one).
+void hardened_set_sampling(std::uint64_t seed, std::uint64_t sample) noexcept;
 
 MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
   void* p = heap_pop(c);
@@ -83,8 +105,28 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
 
 // The hit path alone: a block from the cache, or nullptr for anything else (the
 // caller then tail-calls its own slow path, so the hit path saves no register).
+// Free block p of class c taken off a list by the hardened heap: handed out as it is,
+// unless it may come from a guarded span (word 1 holds the fill, or the class is the
+// 16-byte one, whose word 1 is its canary: hardened.cpp tells) or every span is.
+MEMPOOL_ALWAYS_INLINE void* hardened_hand_out(void* p, std::size_t c, std::size_t n) noexcept {
+  std::uint64_t word1;
+  __builtin_memcpy(&word1, static_cast<char*>(p) + 8, sizeof word1);
+  if (MEMPOOL_LIKELY(c != kHardenedSmallestClass && word1 != kHardenedFillWord &&
+                     !g_hardened_every_span.load(std::memory_order_relaxed)))
+    return p;
+  return hardened_hand_out_if_guarded(p, c, n);
+}
+
+MEMPOOL_ALWAYS_INLINE void* hardened_try_hit(std::size_t n) noexcept {
+  if (MEMPOOL_UNLIKELY(n > kHardenedSmallMax)) return nullptr;
+  const std::size_t c = hardened_class_for(n);
+  void* p = heap_pop<false>(c);
+  if (MEMPOOL_UNLIKELY(p == nullptr)) return nullptr;
+  return hardened_hand_out(p, c, n);
+}
+
 MEMPOOL_ALWAYS_INLINE void* heap_try_hit(std::size_t n) noexcept {
-  if constexpr (kHardened) return hardened_allocate(n);
+  if constexpr (kHardened) return hardened_try_hit(n);
   // Two copies of the pop, one per granule of the class table, so that neither
   // size range jumps back into the other's code (measured: 1.5-2 ns a pair).
   if (MEMPOOL_LIKELY(n <= kHeapFineMax)) return heap_pop(kHeapClassTable.by_index[(n + 7) >> 3]);

@@ -51,6 +51,9 @@ struct alignas(128) Span {
   // kLarge and kDirect: the pages may hold old bytes (resident free pages, or a
   // mapping from the cache); otherwise they are fresh from the OS, all zero.
   bool reused = false;
+  // Hardened builds, kSmall: the span's blocks carry canaries and a fill (a sampled
+  // span, hardened.cpp); the others are checked as in the default build.
+  bool guarded = false;
   // kFree and kCached: when the pages were last in use (page heap clock, ms), for decay.
   std::uint64_t free_since = 0;
   // Hardened builds, kLarge and kDirect: the bytes the program asked for.

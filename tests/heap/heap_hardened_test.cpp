@@ -5,8 +5,10 @@
 // (freed blocks filled, checked when handed out again), double frees and uses of free
 // blocks wherever the block is (the canary says "free"), sized deletes with a wrong size;
 // and how: malloc_usable_size is the size asked for, spans are shuffled, large blocks have
-// a guard page, freed huge blocks are unreadable. Every write out of bounds happens inside
-// the death test's child: the parent's heap stays sound.
+// a guard page, freed huge blocks are unreadable. All of that in the spans it guards: this
+// program runs with every span guarded (MEMPOOL_HARDENED_SAMPLE=1, tests/CMakeLists.txt);
+// the sampling test lowers the rate. Every write out of bounds happens inside the death
+// test's child: the parent's heap stays sound.
 #include <gtest/gtest.h>
 #include <malloc.h>
 
@@ -181,6 +183,94 @@ TEST(HardenedHeap, FreshSpanIsShuffled) {
 
 // Threads that allocate, free each other's blocks and check their bytes: no check fires
 // on correct use (a block's neighbour is read while another thread writes it).
+// MEMPOOL_HARDENED_SAMPLE (this program runs with 1: every span guarded). With a rate
+// of n, 1 in n fresh small spans is guarded; the blocks of the others are the size of
+// their class, unchecked but for what the default build checks.
+struct Sampling {
+  explicit Sampling(std::uint64_t sample) { detail::hardened_set_sampling(0, sample); }
+  ~Sampling() { detail::hardened_set_sampling(0, 1); }
+  Sampling(const Sampling&) = delete;
+  Sampling& operator=(const Sampling&) = delete;
+};
+
+bool guarded(const void* p) {
+  return detail::g_page_map.lookup(p)->guarded;
+}
+
+// A block of n bytes from a span that is guarded (or not); the blocks taken on the way
+// stay allocated, so that fresh spans are made.
+void* block_from(bool want_guarded, std::size_t n, std::vector<void*>* taken) {
+  for (int i = 0; i < 100000; ++i) {
+    void* p = checked_malloc(n);
+    if (guarded(p) == want_guarded) return p;
+    taken->push_back(p);
+  }
+  std::abort();
+}
+
+TEST(HardenedHeap, SampledSpansAreGuardedTheOthersAreNot) {
+  const Sampling sampling(4);
+  constexpr std::size_t kN = 200;  // the 208-byte class: 39 blocks a span
+  const std::size_t block = detail::kHeapClasses[detail::hardened_class_for(kN)].size;
+  std::vector<void*> blocks;
+  std::set<const detail::Span*> spans[2];
+  for (int i = 0; i < 39 * 400; ++i) {
+    void* p = checked_malloc(kN);
+    std::memset(p, 0x5a, kN);
+    blocks.push_back(p);
+    const bool g = guarded(p);
+    spans[g ? 1 : 0].insert(detail::g_page_map.lookup(p));
+    // A guarded block holds what was asked for; another, its whole class.
+    EXPECT_EQ(malloc_usable_size(p), g ? kN : block);
+  }
+  // About 1 in 4 of the 400 fresh spans (the lists held some guarded blocks before).
+  EXPECT_GT(spans[1].size(), 40u);
+  EXPECT_GT(spans[0].size(), 200u);
+  for (void* p : blocks) {
+    // Within its class, realloc keeps the block in both kinds.
+    EXPECT_EQ(std::realloc(p, kN - 8), p);
+    std::free(p);
+  }
+}
+
+TEST(HardenedHeapDeathTest, SampledSpansCatchTheirMisuse) {
+  // An unguarded block: a double free is caught as in the default build.
+  EXPECT_DEATH(
+      {
+        const Sampling sampling(1000000);
+        std::vector<void*> taken;
+        void* p = block_from(false, 64, &taken);
+        std::free(p);
+        std::free(opaque(p));
+      },
+      "mempool: heap: double free \\(pointer 0x");
+  // A guarded one: an overflow into its canary.
+  EXPECT_DEATH(
+      {
+        const Sampling sampling(2);
+        std::vector<void*> taken;
+        void* p = block_from(true, 64, &taken);
+        flip(p, 64);
+        std::free(p);
+      },
+      "mempool: heap: " + kOverflow);
+  // A guarded free block whose word 1 (its fill) was overwritten: malloc cannot tell it
+  // from a block of an unguarded span and hands it out unchecked; its free finds the
+  // canary still free.
+  EXPECT_DEATH(
+      {
+        const Sampling sampling(2);
+        std::vector<void*> taken;
+        void* p = block_from(true, 64, &taken);
+        std::free(p);
+        bytes(opaque(p))[8] = 1;
+        void* q = checked_malloc(64);  // p again: the list is last in, first out
+        if (q != p) std::abort();
+        std::free(q);
+      },
+      "mempool: heap: write after free \\(a free block was modified\\) \\(pointer 0x");
+}
+
 TEST(HardenedHeap, ThreadsWithCrossThreadFrees) {
   constexpr int kThreads = 4;
   constexpr int kRounds = 20000;

@@ -208,12 +208,19 @@ MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next, std::si
 }
 
 // A block of class c from the calling thread's cache, or nullptr on a miss.
+// kJumpOnCorruption: a corrupted link jumps to heap_pop_corrupted, which suits a caller
+// that returns the block at once; one that goes on with its arguments (the hardened
+// heap) would then keep them in saved registers, a stack frame on every call.
+template <bool kJumpOnCorruption = true>
 MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   FreeBlock* b = t.heads[c];
   if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
   FreeBlock* next = b->decoded_next(t.link_key);
-  if (MEMPOOL_UNLIKELY(!plausible_link(next))) return heap_pop_corrupted(b);
+  if (MEMPOOL_UNLIKELY(!plausible_link(next))) {
+    if constexpr (kJumpOnCorruption) return heap_pop_corrupted(b);
+    heap_free_list_corrupted(b);
+  }
   t.heads[c] = next;
   heap_hand_out(b, t.mark_offset(c));
   t.set_room(c, t.room(c) + 1);
