@@ -89,8 +89,8 @@ void hardened_collect() noexcept;
 void hardened_lock() noexcept;
 void hardened_unlock() noexcept;
 // A fresh span of class c (central cache lock held): guarded or not (1 in `sample`
-// spans, at random), its blocks linked into s->free_blocks in a random order, those of
-// a guarded span filled as free ones.
+// spans, at random); a guarded one's blocks filled as free ones and linked into
+// s->free_blocks in a random order, another's left to be carved.
 void hardened_prepare_span(Span* s, std::size_t c) noexcept;
 // MEMPOOL_HARDENED_SEED: that order, and which spans are guarded, follow the seed
 // instead of the secret (0). MEMPOOL_HARDENED_SAMPLE: 1 in `sample` fresh small spans
