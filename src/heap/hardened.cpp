@@ -51,8 +51,7 @@ constexpr std::size_t kLargeSlack = 64;
 // filling and reading the whole of a large class's block on every free and malloc.
 constexpr std::size_t kFillEnd = 64;
 constexpr unsigned char kPattern = 0xdb;
-constexpr std::uint64_t kPatternWord = kHardenedFillWord;
-static_assert(kPatternWord == 0x0101010101010101u * kPattern);
+constexpr std::uint64_t kPatternWord = 0x0101010101010101u * kPattern;
 constexpr std::uint32_t kFreedMark = 0xffffffffu;
 constexpr std::size_t kSmallMax = kHardenedSmallMax;
 
@@ -215,7 +214,7 @@ void* hand_out(void* p, std::size_t size, std::size_t n) noexcept {
 }
 
 void* allocate_small(std::size_t c, std::size_t n) noexcept {
-  void* p = heap_pop(c);
+  void* p = heap_pop<false>(c);
   if (MEMPOOL_UNLIKELY(p == nullptr)) {
     p = heap_allocate_class_miss(c);
     if (p == nullptr) return nullptr;
@@ -225,16 +224,11 @@ void* allocate_small(std::size_t c, std::size_t n) noexcept {
 
 // The bytes the program asked for in block p of class size `size`, which it holds:
 // stops the process if the block is free (`freed_problem`) or its canary or slack
-// was overwritten. A block that is free by its canary but whose fill lost word 1 was
-// written after its free and then handed out as a block of an unguarded span.
+// was overwritten.
 std::size_t live_size(void* p, std::size_t size, const char* freed_problem) noexcept {
   std::uint32_t n;
   if (MEMPOOL_LIKELY(decode_canary(p, load_canary(p, size), &n))) {
-    if (MEMPOOL_UNLIKELY(n == kFreedMark)) {
-      if (size > 16 && load_word(bytes_of(p) + 8) != kPatternWord)
-        heap_misuse(p, "write after free (a free block was modified)");
-      heap_misuse(p, freed_problem);
-    }
+    if (MEMPOOL_UNLIKELY(n == kFreedMark)) heap_misuse(p, freed_problem);
     if (MEMPOOL_LIKELY(n <= size - kCanaryBytes && slack_intact(p, n, size))) return n;
   }
   heap_misuse(p, kOverflow);
@@ -255,7 +249,7 @@ void check_block_below(void* p, const Span* s, std::size_t size) noexcept {
 void release_small(void* p, std::size_t c, std::size_t size) noexcept {
   write_fill(p, size);
   store_canary(p, size, kFreedMark);
-  heap_push_to_cache(tls_thread_cache, static_cast<FreeBlock*>(p), c);
+  heap_push_to_cache(tls_thread_cache, static_cast<FreeBlock*>(p), c, 0);  // no mark
 }
 
 // Block p of class c from a guarded span s, which the program holds, or the process
@@ -373,23 +367,11 @@ Span* large_block_span(void* p, const char* freed_problem) noexcept {
 
 }  // namespace
 
-// g_hardened_every_span is true when every span is guarded (MEMPOOL_HARDENED_SAMPLE=1).
-constinit std::atomic<bool> g_hardened_every_span{kDefaultHardenedSample <= 1};
-
-// Block p, off the list of class c, holds in word 1 what a free block of a guarded span
-// does (the fill; the 16-byte class: its canary), or every span is guarded: a block of
-// a guarded span is checked and handed out, another as it is. A guarded block whose
-// word 1 was overwritten after its free is handed out unchecked, unless every span is
-// guarded; its next free then finds its canary still free, and says so (live_size).
-// (With every span guarded, the page map is asked all the same: spans made before the
-// options were read follow the default sampling.)
-void* hardened_hand_out_if_guarded(void* p, std::size_t c, std::size_t n) noexcept {
-  const std::size_t size = kHeapClasses[c].size;
-  if (c == kHardenedSmallestClass && load_word(bytes_of(p) + 8) != canary_of(p, kFreedMark) &&
-      !g_hardened_every_span.load(std::memory_order_relaxed))
-    return p;
-  if (!heap_block_span(p)->guarded) return p;
-  return hand_out(p, size, n);
+// Without asking the page map: a block of an unguarded span whose mark was overwritten
+// does not hold a free block's canary either (which takes the secret to forge), and
+// hand_out reports the write after free as it does for a guarded one.
+void* hardened_hand_out_unmarked(void* p, std::size_t c, std::size_t n) noexcept {
+  return hand_out(p, kHeapClasses[c].size, n);
 }
 
 void* hardened_allocate(std::size_t n) noexcept {
@@ -551,7 +533,6 @@ constinit std::atomic<std::uint64_t> g_spans{0};
 void hardened_set_sampling(std::uint64_t seed, std::uint64_t sample) noexcept {
   g_seed.store(seed, std::memory_order_relaxed);
   g_sample.store(sample, std::memory_order_relaxed);
-  g_hardened_every_span.store(sample <= 1, std::memory_order_relaxed);
 }
 
 // Draws whether s is guarded; a guarded span's blocks are filled as free ones and linked

@@ -58,23 +58,22 @@ std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept;
 // replaces the hit path of the same name, so that every block of a guarded span is
 // checked (and the others as in the default build).
 void* hardened_allocate(std::size_t n) noexcept;
-// Its hit path, inline below (hardened_try_hit): the class of a request of n bytes
-// and its canary, the fill of a guarded span's free blocks, whether every span is
-// guarded, and the out-of-line rest: a block that may come from a guarded span is
-// checked there.
+// Its hit path, inline below (hardened_try_hit): the class of a request of n bytes and
+// its canary, and the out-of-line rest for a block whose word 1 is not the free mark.
 inline constexpr std::size_t kHardenedCanaryBytes = 8;
 inline constexpr std::size_t kHardenedSmallMax = kHeapSmallMax - kHardenedCanaryBytes;
-inline constexpr std::uint64_t kHardenedFillWord = 0xdbdbdbdbdbdbdbdbu;
-inline constexpr std::size_t kHardenedSmallestClass = heap_class_of(16);
 // The smallest class a request of n <= kHardenedSmallMax fits with its canary: 16 bytes
-// at least, so that a free block's canary and link never share a word.
+// at least, so that a free block's canary and link never share a word (and every block
+// has a word 1 for its mark).
 constexpr std::size_t hardened_class_for(std::size_t n) noexcept {
   return heap_class_of(n + kHardenedCanaryBytes < 16 ? 16 : n + kHardenedCanaryBytes);
 }
-extern constinit std::atomic<bool> g_hardened_every_span;
-// (Returns p, or stops the process: non-null, so that the hit path tail-calls it.)
-__attribute__((returns_nonnull)) void* hardened_hand_out_if_guarded(void* p, std::size_t c,
-                                                                    std::size_t n) noexcept;
+// Block p of class c, off a list, does not hold the free mark in word 1: a block of a
+// guarded span (its fill or canary is there), checked and handed out; one of another
+// span was written after its free, and its check stops the process. (Returns p:
+// non-null, so that the hit path tail-calls it.)
+__attribute__((returns_nonnull)) void* hardened_hand_out_unmarked(void* p, std::size_t c,
+                                                                  std::size_t n) noexcept;
 void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
 void hardened_free(void* p) noexcept;
 void hardened_free_sized(void* p, std::size_t n) noexcept;
@@ -105,16 +104,17 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
 
 // The hit path alone: a block from the cache, or nullptr for anything else (the
 // caller then tail-calls its own slow path, so the hit path saves no register).
-// Free block p of class c taken off a list by the hardened heap: handed out as it is,
-// unless it may come from a guarded span (word 1 holds the fill, or the class is the
-// 16-byte one, whose word 1 is its canary: hardened.cpp tells) or every span is.
+// Free block p of class c, its link zeroed, taken off a list by the hardened heap: a
+// block of an unguarded span holds the free mark in word 1 (heap_thread_cache.hpp), and
+// is handed out as in the default build; any other goes out of line. One compare with
+// the key the pop loaded, where asking the page map would be a dozen instructions.
 MEMPOOL_ALWAYS_INLINE void* hardened_hand_out(void* p, std::size_t c, std::size_t n) noexcept {
-  std::uint64_t word1;
-  __builtin_memcpy(&word1, static_cast<char*>(p) + 8, sizeof word1);
-  if (MEMPOOL_LIKELY(c != kHardenedSmallestClass && word1 != kHardenedFillWord &&
-                     !g_hardened_every_span.load(std::memory_order_relaxed)))
+  auto* b = static_cast<FreeBlock*>(p);
+  if (MEMPOOL_LIKELY(b->word_at(sizeof(void*)) == tls_thread_cache.link_key)) {
+    b->clear_word_at(sizeof(void*));
     return p;
-  return hardened_hand_out_if_guarded(p, c, n);
+  }
+  return hardened_hand_out_unmarked(p, c, n);
 }
 
 MEMPOOL_ALWAYS_INLINE void* hardened_try_hit(std::size_t n) noexcept {

@@ -38,10 +38,11 @@ enum class ThreadCacheState : std::uint8_t {
 // narrow store is still writing cannot be forwarded from the store buffer; it waits
 // for the store to reach the cache (measured: malloc(1024), write byte 0, free: 2.4
 // ns a pair without the checks, 8.7 with the mark in word 0, 3.0 in word 1). The
-// 8-byte class has word 0 only: its mark is its link. Hardened builds keep the mark
-// in word 0, their free fill starts at byte 8.
+// 8-byte class has word 0 only: its mark is its link. In the hardened library, the
+// blocks of a guarded span have no mark: their word 1 holds their fill (or canary), and
+// a word 1 that is not the mark sends malloc to look (hardened_hand_out).
 constexpr std::size_t heap_free_mark_offset(std::size_t c) noexcept {
-  return !kHardened && c > 1 ? sizeof(void*) : 0;
+  return c > 1 ? sizeof(void*) : 0;
 }
 
 // The same for every class, as a table (ThreadCache::mark_offsets).
@@ -78,9 +79,8 @@ class MEMPOOL_API ThreadCache {
   // three instructions on each side of a pair).
   std::array<std::uint8_t, kHeapClassCount> mark_offsets = make_free_mark_offsets();
 
-  // (Hardened builds: 0 for every class, known at compile time.)
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::size_t mark_offset(std::size_t c) const noexcept {
-    return kHardened ? 0 : mark_offsets[c];
+    return mark_offsets[c];
   }
 
   MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
@@ -208,21 +208,27 @@ MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next, std::si
 }
 
 // A block of class c from the calling thread's cache, or nullptr on a miss.
-// kJumpOnCorruption: a corrupted link jumps to heap_pop_corrupted, which suits a caller
-// that returns the block at once; one that goes on with its arguments (the hardened
-// heap) would then keep them in saved registers, a stack frame on every call.
-template <bool kJumpOnCorruption = true>
+// kHandOut: the block is handed out here (mark and link zeroed), and a corrupted link
+// jumps to heap_pop_corrupted. The hardened heap passes false: only the link is zeroed
+// (hardened_hand_out reads the mark), and a corrupted link stops the process by a
+// call, since a caller that goes on with its arguments would keep them in saved
+// registers for the jump: a stack frame on every call.
+template <bool kHandOut = true>
 MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   FreeBlock* b = t.heads[c];
   if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
   FreeBlock* next = b->decoded_next(t.link_key);
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) {
-    if constexpr (kJumpOnCorruption) return heap_pop_corrupted(b);
+    if constexpr (kHandOut) return heap_pop_corrupted(b);
     heap_free_list_corrupted(b);
   }
   t.heads[c] = next;
-  heap_hand_out(b, t.mark_offset(c));
+  if constexpr (kHandOut) {
+    heap_hand_out(b, t.mark_offset(c));
+  } else {
+    b->clear_link();
+  }
   t.set_room(c, t.room(c) + 1);
   if constexpr (kChecked) checked_on_allocate(b);
   if constexpr (kMemoryChecker) checker_allocated(b, heap_class_bytes(c));
@@ -231,9 +237,10 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
 
 // Pushes p (a block of class c) on the calling thread's cache, unchecked; past
 // the list's threshold a batch goes back to the central cache.
-MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b,
-                                              std::size_t c) noexcept {
-  heap_link_free(b, t.heads[c], t.mark_offset(c), t.link_key);
+// mark_offset: the class's (the hardened heap's guarded blocks: 0, no mark).
+MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b, std::size_t c,
+                                              std::size_t mark_offset) noexcept {
+  heap_link_free(b, t.heads[c], mark_offset, t.link_key);
   t.heads[c] = b;
   const std::int32_t room = t.room(c) - 1;
   t.set_room(c, room);
@@ -251,7 +258,7 @@ MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
     heap_free_suspect(p, c);
     return;
   }
-  heap_push_to_cache(t, b, c);
+  heap_push_to_cache(t, b, c, t.mark_offset(c));
 }
 
 }  // namespace mempool::detail
