@@ -89,7 +89,7 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
       auto* b = address_as<FreeBlock>(s->carve);
       s->carve += info.size;
       // Marked: a free of it before it is handed out is a double free, as for any other.
-      heap_link_free(b, head, heap_free_mark_offset(c), key);
+      heap_link_free(b, head, key);
       head = b;
       ++got;
       ++s->allocated;

@@ -249,7 +249,7 @@ void check_block_below(void* p, const Span* s, std::size_t size) noexcept {
 void release_small(void* p, std::size_t c, std::size_t size) noexcept {
   write_fill(p, size);
   store_canary(p, size, kFreedMark);
-  heap_push_to_cache(tls_thread_cache, static_cast<FreeBlock*>(p), c, 0);  // no mark
+  heap_push_to_cache(tls_thread_cache, static_cast<FreeBlock*>(p), c, false);
 }
 
 // Block p of class c from a guarded span s, which the program holds, or the process

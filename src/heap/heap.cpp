@@ -234,9 +234,8 @@ void* heap_allocate_slow(std::size_t n) noexcept {
 // is such a class, so the search is short.
 std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept {
   if (alignment <= kMinAlignLarge) {
-    // Classes of 16 bytes and more are 16-byte aligned; only the 8-byte class is not.
-    const std::size_t m = alignment > 8 && n < 16 ? 16 : n;
-    return m <= kHeapSmallMax ? heap_class_of(m) : 0;
+    // Every class is 16-byte aligned.
+    return n <= kHeapSmallMax ? heap_class_of(n) : 0;
   }
   if (alignment > kHeapPageSize || n > kHeapSmallMax) return 0;
   std::size_t c = heap_class_of(n < alignment ? alignment : n);

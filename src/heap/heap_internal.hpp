@@ -110,8 +110,8 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
 // the key the pop loaded, where asking the page map would be a dozen instructions.
 MEMPOOL_ALWAYS_INLINE void* hardened_hand_out(void* p, std::size_t c, std::size_t n) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
-  if (MEMPOOL_LIKELY(b->word_at(sizeof(void*)) == tls_thread_cache.link_key)) {
-    b->clear_word_at(sizeof(void*));
+  if (MEMPOOL_LIKELY(b->word_at(kHeapFreeMarkOffset) == tls_thread_cache.link_key)) {
+    b->clear_word_at(kHeapFreeMarkOffset);
     return p;
   }
   return hardened_hand_out_unmarked(p, c, n);

@@ -112,18 +112,18 @@ bool create_thread_exit_key() noexcept {
 
 // The block a refill returns. The hardened heap zeroes its link alone: its mark (or, in
 // a guarded span, the fill in its place) is for hardened_hand_out to read.
-void hand_out_first(FreeBlock* b, std::size_t c) noexcept {
+void hand_out_first(FreeBlock* b) noexcept {
   if constexpr (kHardened) {
     b->clear_link();
   } else {
-    heap_hand_out(b, heap_free_mark_offset(c));
+    heap_hand_out(b);
   }
 }
 
 void* allocate_uncached(std::size_t c) noexcept {
   FreeBlock* b = nullptr;
   if (g_central_cache.remove_range(c, 1, &b) == 0) return nullptr;
-  hand_out_first(b, c);
+  hand_out_first(b);
   return b;
 }
 
@@ -138,8 +138,11 @@ bool ThreadCache::activate() noexcept {
     for (FreeBlock* b = heads[c]; b != nullptr;) {
       FreeBlock* next = heap_checked_next(b, link_key);
       // (A block of a guarded span has no mark: hardened_hand_out.)
-      const bool marked = !kHardened || !g_page_map.lookup(b)->guarded;
-      heap_link_free(b, next, marked ? heap_free_mark_offset(c) : 0, key);
+      if (kHardened && g_page_map.lookup(b)->guarded) {
+        b->set_encoded_next(next, key);
+      } else {
+        heap_link_free(b, next, key);
+      }
       b = next;
     }
   }
@@ -207,7 +210,7 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
   if (got == 0) return nullptr;
   heads[c] = first->decoded_next(link_key);  // the central cache checked the chain
-  hand_out_first(first, c);
+  hand_out_first(first);
   set_count(c, static_cast<std::uint32_t>(got - 1));
   return first;
 }
@@ -272,7 +275,7 @@ void heap_free_suspect(void* p, std::size_t c) noexcept {
   if (g_central_cache.holds_free(c, p)) heap_misuse(p, "double free");
   // Its mark only looked like a link (or another thread's cache holds it,
   // which cannot be searched without stopping that thread).
-  heap_push_to_cache(t, static_cast<FreeBlock*>(p), c, t.mark_offset(c));
+  heap_push_to_cache(t, static_cast<FreeBlock*>(p), c);
 }
 
 void ThreadCache::for_each(void (*f)(const ThreadCache&, void*), void* context) noexcept {

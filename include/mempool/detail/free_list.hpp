@@ -16,18 +16,15 @@ namespace mempool::detail {
 //
 // The heap stores it encoded, next ^ key, with a random key whose low three bits
 // are not all zero and whose top two bytes differ (the pools: see kPoolLinkKey). Then a
-// decoded link is plausible only when it is 8-aligned and below 2^47, and
-//  - bytes a program wrote into a freed block (zeros, a pointer, an 8-aligned
-//    integer, any one byte repeated) never decode as plausible: the pop that
-//    would follow the link reports "free list corrupted" instead of jumping;
-//  - a live block's free mark (the heap keeps one in every free block: word 1, or
-//    the link itself in 8-byte blocks, heap_thread_cache.hpp) looks plausible only
-//    by a one-in-2^20 chance (the heap clears it when it hands a block out), so
-//    "plausible" on free is cheap grounds to look for the block in the free lists:
-//    a double free.
-// glibc's safe-linking (next ^ (address >> 12)) has the first property without a
-// secret; its tcache key in the second word gives the second, and the heap's
-// 8-byte blocks have no second word.
+// decoded link is plausible only when it is 8-aligned and below 2^47, so bytes a
+// program wrote into a freed block (zeros, a pointer, an 8-aligned integer, any one
+// byte repeated) never decode as plausible: the pop that would follow the link
+// reports "free list corrupted" instead of jumping. The heap also keeps the key
+// itself in word 1 of every free block, its free mark (heap_thread_cache.hpp): a live
+// block holds it only by chance (the heap clears it when it hands a block out), so
+// the mark on free is cheap grounds to look for the block in the free lists: a double
+// free. glibc's safe-linking (next ^ (address >> 12)) is the first without a secret;
+// its tcache key in the second word is the second.
 //
 // Under MEMPOOL_VALGRIND the accessors open the word to memcheck around their
 // access (memory_checker.hpp); `next` itself is for blocks memcheck does not watch.

@@ -13,7 +13,6 @@
 // largest class first, so one thread cannot hoard memory.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -31,27 +30,17 @@ enum class ThreadCacheState : std::uint8_t {
   kExited,  // the thread is exiting (or has no exit hook): no caching any more
 };
 
-// Where a free block of class c says it is free: a word that decodes (^ key) to a
-// plausible link. Word 1, as glibc's tcache key, holding the key itself (it decodes to
-// nullptr), so that free() need not read word 0: a program's last write before a free
-// is often a narrow store into word 0 (a flag, a count), and a wider load of a word a
-// narrow store is still writing cannot be forwarded from the store buffer; it waits
-// for the store to reach the cache (measured: malloc(1024), write byte 0, free: 2.4
-// ns a pair without the checks, 8.7 with the mark in word 0, 3.0 in word 1). The
-// 8-byte class has word 0 only: its mark is its link. In the hardened library, the
-// blocks of a guarded span have no mark: their word 1 holds their fill (or canary), and
-// a word 1 that is not the mark sends malloc to look (hardened_hand_out).
-constexpr std::size_t heap_free_mark_offset(std::size_t c) noexcept {
-  return c > 1 ? sizeof(void*) : 0;
-}
-
-// The same for every class, as a table (ThreadCache::mark_offsets).
-constexpr std::array<std::uint8_t, kHeapClassCount> make_free_mark_offsets() noexcept {
-  std::array<std::uint8_t, kHeapClassCount> t{};
-  for (std::size_t c = 0; c < kHeapClassCount; ++c)
-    t[c] = static_cast<std::uint8_t>(heap_free_mark_offset(c));
-  return t;
-}
+// Where a free block says it is free: word 1, holding the link key, as glibc's tcache
+// key. Word 1, so that free() need not read word 0: a program's last write before a
+// free is often a narrow store into word 0 (a flag, a count), and a wider load of a
+// word a narrow store is still writing cannot be forwarded from the store buffer; it
+// waits for the store to reach the cache (measured: malloc(1024), write byte 0, free:
+// 2.4 ns a pair without the checks, 8.7 with the mark in word 0, 3.0 in word 1). Every
+// class has a word 1 (the smallest is 16 bytes). In the hardened library, the blocks
+// of a guarded span have no mark: their word 1 holds their fill (or canary), and a
+// word 1 that is not the mark sends malloc to check the block (hardened_hand_out).
+inline constexpr std::size_t kHeapFreeMarkOffset = sizeof(void*);
+static_assert(heap_class_bytes(1) >= kHeapFreeMarkOffset + sizeof(void*));
 
 class MEMPOOL_API ThreadCache {
  public:
@@ -74,15 +63,6 @@ class MEMPOOL_API ThreadCache {
   // so that the hit path reaches it from the TLS base like the lists. 0 before:
   // the one block an unset cache may hold is re-encoded when it activates.
   std::uintptr_t link_key = 0;
-  // heap_free_mark_offset(c) of every class, a copy per thread: the hit paths reach
-  // it with one load from the TLS base, as they reach the lists (computing it took
-  // three instructions on each side of a pair).
-  std::array<std::uint8_t, kHeapClassCount> mark_offsets = make_free_mark_offsets();
-
-  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::size_t mark_offset(std::size_t c) const noexcept {
-    return mark_offsets[c];
-  }
-
   MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
 #if defined(__SANITIZE_THREAD__)
     return rooms[c].load(std::memory_order_relaxed);
@@ -185,25 +165,24 @@ inline FreeBlock* heap_checked_next(const FreeBlock* b, std::uintptr_t key) noex
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) heap_free_list_corrupted(b);
   return next;
 }
-// p's free mark decodes to a plausible link: stops the process if p is in this
+// p holds the free mark: stops the process if p is in this
 // thread's list or the central cache (a double free), else frees it.
 MEMPOOL_API void heap_free_suspect(void* p, std::size_t c) noexcept;
 
-// Block b, off a free list (its class's mark at mark_offset), becomes the program's:
-// its mark and its link are zeroed (the mark decodes to the key, not plausible, so
-// its free is not suspect; the program never reads an encoded link, which would give
-// the key away).
-MEMPOOL_ALWAYS_INLINE void heap_hand_out(FreeBlock* b, std::size_t mark_offset) noexcept {
-  b->clear_word_at(mark_offset);
+// Block b, off a free list, becomes the program's: its mark and its link are zeroed
+// (so that its free is not suspect; the program never reads an encoded link, which
+// would give the key away).
+MEMPOOL_ALWAYS_INLINE void heap_hand_out(FreeBlock* b) noexcept {
+  b->clear_word_at(kHeapFreeMarkOffset);
   b->clear_link();
 }
 
-// Links free block b before `next`, marked free (its class's mark_offset): the mark,
-// then the link (in the 8-byte class they are the same word). Every block on any
-// free list of the heap is marked, so that its free is suspect wherever it is.
-MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next, std::size_t mark_offset,
+// Links free block b before `next`, marked free. Every block on any free list of the
+// heap is marked (but a hardened guarded span's), so that its free is suspect wherever
+// it is.
+MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next,
                                           std::uintptr_t key) noexcept {
-  b->set_word_at(mark_offset, key);  // decodes to nullptr: plausible
+  b->set_word_at(kHeapFreeMarkOffset, key);
   b->set_encoded_next(next, key);
 }
 
@@ -225,7 +204,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   }
   t.heads[c] = next;
   if constexpr (kHandOut) {
-    heap_hand_out(b, t.mark_offset(c));
+    heap_hand_out(b);
   } else {
     b->clear_link();
   }
@@ -236,29 +215,32 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
 }
 
 // Pushes p (a block of class c) on the calling thread's cache, unchecked; past
-// the list's threshold a batch goes back to the central cache.
-// mark_offset: the class's (the hardened heap's guarded blocks: 0, no mark).
+// the list's threshold a batch goes back to the central cache. Marked free, but for
+// the hardened heap's guarded blocks (`marked` false).
 MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b, std::size_t c,
-                                              std::size_t mark_offset) noexcept {
-  heap_link_free(b, t.heads[c], mark_offset, t.link_key);
+                                              bool marked = true) noexcept {
+  if (marked) {
+    heap_link_free(b, t.heads[c], t.link_key);
+  } else {
+    b->set_encoded_next(t.heads[c], t.link_key);
+  }
   t.heads[c] = b;
   const std::int32_t room = t.room(c) - 1;
   t.set_room(c, room);
   if (MEMPOOL_UNLIKELY(room < 0)) t.flush(c);
 }
 
-// free's hit path: a block whose mark decodes to a plausible link may be free
-// already, and is looked for first.
+// free's hit path: a block that holds the free mark may be free already, and is
+// looked for first.
 MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   auto* b = static_cast<FreeBlock*>(p);
   if constexpr (kMemoryChecker) checker_freed(p, heap_class_bytes(c));
-  const std::uintptr_t mark = b->word_at(t.mark_offset(c)) ^ t.link_key;
-  if (MEMPOOL_UNLIKELY(plausible_link(mark))) {
+  if (MEMPOOL_UNLIKELY(b->word_at(kHeapFreeMarkOffset) == t.link_key)) {
     heap_free_suspect(p, c);
     return;
   }
-  heap_push_to_cache(t, b, c, t.mark_offset(c));
+  heap_push_to_cache(t, b, c);
 }
 
 }  // namespace mempool::detail

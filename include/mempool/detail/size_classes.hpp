@@ -38,29 +38,31 @@ static_assert(size_class_alignment(size_class_of(48)) == 16);
 
 // ---------------------------------------------------------------------------
 // The general heap's classes. Index 0 means "no class" (a large block); classes
-// 1 .. kHeapClassCount - 1 are 8, 16, 32, 48, ... 128 (steps of 16, so every
-// block of 16 bytes or more is 16-byte aligned), then eight classes per doubling
-// up to 256 KiB: the waste is under 12.5% above 128 bytes and under 16 bytes at
-// or below it.
+// 1 .. kHeapClassCount - 1 are 16, 32, 48, ... 128 (steps of 16, so every block is
+// 16-byte aligned), then eight classes per doubling up to 256 KiB: the waste is
+// under 12.5% above 128 bytes and under 16 bytes at or below it. No 8-byte class:
+// every free block has a second word for the free mark (heap_thread_cache.hpp), at
+// the same offset in every class; an 8-byte block's mark had to be its link, read
+// through a class table on each free, and read where a program's last store before
+// the free usually lands (which stalled its load: 1.6 times the time of a pair).
 inline constexpr std::size_t kHeapSmallMax = std::size_t{256} * 1024;
-inline constexpr std::size_t kHeapClassCount = 1 + 9 + 11 * 8;  // 98
+inline constexpr std::size_t kHeapClassCount = 1 + 8 + 11 * 8;  // 97
 
 constexpr std::size_t heap_class_bytes(std::size_t c) noexcept {
   if (c == 0) return 0;
-  if (c == 1) return 8;
-  if (c <= 9) return (c - 1) * 16;         // 16 .. 128
-  const std::size_t e = 7 + (c - 10) / 8;  // 2^e < size <= 2^(e+1)
-  const std::size_t k = (c - 10) % 8 + 1;
+  if (c <= 8) return c * 16;              // 16 .. 128
+  const std::size_t e = 7 + (c - 9) / 8;  // 2^e < size <= 2^(e+1)
+  const std::size_t k = (c - 9) % 8 + 1;
   return (std::size_t{1} << e) + k * (std::size_t{1} << (e - 3));
 }
 
 // The class of n bytes, 1 <= n <= kHeapSmallMax (n = 0 is treated as 1).
 constexpr std::size_t heap_class_of_computed(std::size_t n) noexcept {
-  if (n <= 8) return 1;
-  if (n <= 128) return 1 + (n + 15) / 16;
+  if (n <= 16) return 1;
+  if (n <= 128) return (n + 15) / 16;
   const std::size_t e = std::bit_width(n - 1) - 1;  // 2^e < n <= 2^(e+1)
   const std::size_t k = ((n - 1 - (std::size_t{1} << e)) >> (e - 3)) + 1;
-  return 10 + (e - 7) * 8 + (k - 1);
+  return 9 + (e - 7) * 8 + (k - 1);
 }
 
 // The hot path looks every small size up in one table of bytes (tcmalloc's
@@ -99,7 +101,9 @@ MEMPOOL_ALWAYS_INLINE constexpr std::size_t heap_class_of(std::size_t n) noexcep
 static_assert(heap_class_bytes(kHeapClassCount - 1) == kHeapSmallMax);
 static_assert(heap_class_of(kHeapSmallMax) == kHeapClassCount - 1);
 static_assert(heap_class_bytes(heap_class_of(129)) == 144);
-static_assert(heap_class_of(0) == 1 && heap_class_of(1) == 1 && heap_class_of(9) == 2 &&
-              heap_class_of(17) == 3 && heap_class_of(1025) == heap_class_of_computed(1025));
+static_assert(heap_class_of(0) == 1 && heap_class_of(1) == 1 && heap_class_of(16) == 1 &&
+              heap_class_of(17) == 2 && heap_class_of(1025) == heap_class_of_computed(1025));
+static_assert(heap_class_bytes(1) == 16 && heap_class_bytes(8) == 128 &&
+              heap_class_bytes(9) == 144);
 
 }  // namespace mempool::detail
