@@ -65,6 +65,14 @@ struct FreeBlock {
     checker_close_link(w);
     return word;
   }
+  // Its first byte alone (the heap's free check, heap_thread_cache.hpp).
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uint8_t byte_at(std::size_t offset) const noexcept {
+    const unsigned char* w = reinterpret_cast<const unsigned char*>(this) + offset;
+    checker_open_link(w);
+    const std::uint8_t byte = *w;
+    checker_close_link(w);
+    return byte;
+  }
   MEMPOOL_ALWAYS_INLINE void set_word_at(std::size_t offset, std::uintptr_t word) noexcept {
     unsigned char* w = reinterpret_cast<unsigned char*>(this) + offset;
     checker_open_link(w);
