@@ -389,17 +389,26 @@ void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
   return allocate_large(n, alignment);
 }
 
+namespace {
+
+// Out of line, so that the free of an unguarded block needs no stack frame.
+MEMPOOL_NOINLINE void free_guarded_block(void* p, const Span* s, std::size_t c) noexcept {
+  check_guarded(p, s, c, "double free");
+  release_small(p, c, kHeapClasses[c].size);
+}
+
+}  // namespace
+
 void hardened_free(void* p) noexcept {
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
   if (MEMPOOL_LIKELY(c != 0)) {
     Span* s = heap_small_block_span(p, entry, c, "free of a pointer into the middle of a block");
-    if (MEMPOOL_LIKELY(!s->guarded)) {
-      heap_free_small(p, s, c);
+    if (MEMPOOL_UNLIKELY(s->guarded)) {
+      free_guarded_block(p, s, c);
       return;
     }
-    check_guarded(p, s, c, "double free");
-    release_small(p, c, kHeapClasses[c].size);
+    heap_free_small(p, s, c);
     return;
   }
   heap_free_slow(p, reinterpret_cast<Span*>(entry & ~kSpanTagMask));
