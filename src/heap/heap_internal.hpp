@@ -2,7 +2,6 @@
 // points of its cold paths. One screen: size -> class, then the thread cache.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -92,8 +91,8 @@ void hardened_unlock() noexcept;
 // s->free_blocks in a random order, another's left to be carved.
 void hardened_prepare_span(Span* s, std::size_t c) noexcept;
 // MEMPOOL_HARDENED_SEED: that order, and which spans are guarded, follow the seed
-// instead of the secret (0). MEMPOOL_HARDENED_SAMPLE: 1 in `sample` fresh small spans
-// is guarded (0 and 1: every one).
+// instead of the secret (0). MEMPOOL_HARDENED_SAMPLE: 1 in `sample` fresh small spans,
+// and large blocks of the page heap, is guarded (0 and 1: every one).
 void hardened_set_sampling(std::uint64_t seed, std::uint64_t sample) noexcept;
 
 MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
@@ -102,8 +101,6 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
   return heap_allocate_class_miss(c);
 }
 
-// The hit path alone: a block from the cache, or nullptr for anything else (the
-// caller then tail-calls its own slow path, so the hit path saves no register).
 // Free block p of class c, its link zeroed, taken off a list by the hardened heap: a
 // block of an unguarded span holds the free mark in word 1 (heap_thread_cache.hpp), and
 // is handed out as in the default build; any other goes out of line. One compare with
@@ -125,6 +122,8 @@ MEMPOOL_ALWAYS_INLINE void* hardened_try_hit(std::size_t n) noexcept {
   return hardened_hand_out(p, c, n);
 }
 
+// The hit path alone: a block from the cache, or nullptr for anything else (the
+// caller then tail-calls its own slow path, so the hit path saves no register).
 MEMPOOL_ALWAYS_INLINE void* heap_try_hit(std::size_t n) noexcept {
   if constexpr (kHardened) return hardened_try_hit(n);
   // Two copies of the pop, one per granule of the class table, so that neither
