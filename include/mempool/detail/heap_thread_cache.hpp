@@ -169,12 +169,12 @@ inline FreeBlock* heap_checked_next(const FreeBlock* b, std::uintptr_t key) noex
 // thread's list or the central cache (a double free), else frees it.
 MEMPOOL_API void heap_free_suspect(void* p, std::size_t c) noexcept;
 
-// Block b, off a free list, becomes the program's: its mark and its link are zeroed
-// (so that its free is not suspect; the program never reads an encoded link, which
-// would give the key away).
+// Block b, off a free list, becomes the program's: its mark is zeroed, so that its
+// free is not suspect. Its encoded link stays, as glibc leaves its safe-linked one: the
+// link is encoded to catch a write after free, not to hide the key from the program
+// (the hardened library zeroes it too). One store fewer on every malloc.
 MEMPOOL_ALWAYS_INLINE void heap_hand_out(FreeBlock* b) noexcept {
   b->clear_word_at(kHeapFreeMarkOffset);
-  b->clear_link();
 }
 
 // Links free block b before `next`, marked free. Every block on any free list of the
@@ -187,7 +187,7 @@ MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next,
 }
 
 // A block of class c from the calling thread's cache, or nullptr on a miss.
-// kHandOut: the block is handed out here (mark and link zeroed), and a corrupted link
+// kHandOut: the block is handed out here (its mark zeroed), and a corrupted link
 // jumps to heap_pop_corrupted. The hardened heap passes false: only the link is zeroed
 // (hardened_hand_out reads the mark), and a corrupted link stops the process by a
 // call, since a caller that goes on with its arguments would keep them in saved
