@@ -2,29 +2,35 @@
 // what malloc, free, realloc and malloc_usable_size do there instead of the hit paths
 // of heap_internal.hpp. Compiled into the hardened library only.
 //
-// A small block of class size S (16 or more) that holds a request of n bytes, n + 8 <= S:
+// A request of n bytes takes a block of its class (size S), as in the default build.
+// 1 in MEMPOOL_HARDENED_SAMPLE fresh spans is guarded: its blocks lie S + 16 bytes
+// apart (the stride T), and a block of one holds
 //
 //   [0, n)               the program's bytes
 //   [n, n + 8)           slack, filled with kPattern (as far as the canary)
-//   [S - 8, S)           the canary: n in both halves, XORed with a secret and the address
+//   [T - 8, T)           the canary: n in both halves, XORed with a secret and the address
 //
 // and once free:
 //
 //   [0, 8)               the free-list link (encoded: free_list.hpp)
 //   [8, 64)              filled with kPattern (as far as the canary)
-//   [S - 8, S)           the canary of a free block (n = kFreedMark)
+//   [T - 8, T)           the canary of a free block (n = kFreedMark)
 //
 // free checks the canary (a free block's: "double free"; one that does not decode, or
 // slack that is not the pattern: "buffer overflow") and the canary of the block just
 // below (an underflow of this block, or an overflow of that one); malloc checks that a
 // block it takes from a free list still holds a free block's canary and fill ("write
-// after free"). Every block of a fresh span is filled so, and the span's free list is
-// shuffled: the order of the blocks a program gets tells nothing about where the next
-// one lies. The canary's secret is the heap's link key: a program cannot forge either.
+// after free"). Every block of a guarded span is filled so from the start, and the
+// span's free list is shuffled: the order of the blocks a program gets tells nothing
+// about where the next one lies. The canary's secret is the heap's link key: a program
+// cannot forge either. The blocks of other spans are the default build's, with the
+// free mark in word 1; both kinds share the class's lists, and a block without the mark
+// is checked as a guarded one (hardened_hand_out).
 //
-// A large block keeps n in its span, 64 bytes of slack after it, and a guard page
-// (PROT_NONE) after its last page: a write past the slack faults at once. Freed, it
-// keeps its guard in a small cache for the next large block of its size.
+// A large block keeps n in its span, 64 bytes of slack after it, and (1 in the sample
+// rate, or a mapping of its own always) a guard page (PROT_NONE) after its last page: a
+// write past the slack faults at once. Freed, it keeps its guard in a small cache for the
+// next large block of its size.
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -42,7 +48,8 @@ namespace mempool::detail {
 
 namespace {
 
-constexpr std::size_t kCanaryBytes = kHardenedCanaryBytes;
+constexpr std::size_t kCanaryBytes = 8;
+static_assert(kHardenedGuardedPad >= kCanaryBytes && kHardenedGuardedPad % 16 == 0);
 // A large block's slack checked after the program's bytes (an overflow is seen by its
 // first byte); a small block's is the word after them, or the bytes before its canary.
 constexpr std::size_t kLargeSlack = 64;
@@ -53,7 +60,12 @@ constexpr std::size_t kFillEnd = 64;
 constexpr unsigned char kPattern = 0xdb;
 constexpr std::uint64_t kPatternWord = 0x0101010101010101u * kPattern;
 constexpr std::uint32_t kFreedMark = 0xffffffffu;
-constexpr std::size_t kSmallMax = kHardenedSmallMax;
+constexpr std::size_t kSmallMax = kHeapSmallMax;
+
+// The distance between the blocks of a guarded span of class c.
+std::size_t stride_of(std::size_t c) noexcept {
+  return hardened_guarded_stride(kHeapClasses[c].size);
+}
 
 const char* const kOverflow = "buffer overflow (canary overwritten)";
 
@@ -222,14 +234,20 @@ void* allocate_small(std::size_t c, std::size_t n) noexcept {
   return hardened_hand_out(p, c, n);
 }
 
-// The bytes the program asked for in block p of class size `size`, which it holds:
+// A block of class c aligned to `alignment`, above 16. Only a guarded span's blocks can
+// be misaligned (they lie 16 bytes apart beyond the class's size): those are set aside
+// and pushed back unchecked (they are checked when handed out), and after a few of
+// them the request takes a large block. nullptr when out of memory.
+void* allocate_small_aligned(std::size_t c, std::size_t n, std::size_t alignment) noexcept;
+
+// The bytes the program asked for in block p of stride `size`, which it holds:
 // stops the process if the block is free (`freed_problem`) or its canary or slack
 // was overwritten.
 std::size_t live_size(void* p, std::size_t size, const char* freed_problem) noexcept {
   std::uint32_t n;
   if (MEMPOOL_LIKELY(decode_canary(p, load_canary(p, size), &n))) {
     if (MEMPOOL_UNLIKELY(n == kFreedMark)) heap_misuse(p, freed_problem);
-    if (MEMPOOL_LIKELY(n <= size - kCanaryBytes && slack_intact(p, n, size))) return n;
+    if (MEMPOOL_LIKELY(n <= size - kHardenedGuardedPad && slack_intact(p, n, size))) return n;
   }
   heap_misuse(p, kOverflow);
 }
@@ -241,7 +259,7 @@ void check_block_below(void* p, const Span* s, std::size_t size) noexcept {
   void* below = bytes_of(p) - size;
   std::uint32_t n;
   if (MEMPOOL_UNLIKELY(!decode_canary(below, load_canary(below, size), &n) ||
-                       (n != kFreedMark && n > size - kCanaryBytes)))
+                       (n != kFreedMark && n > size - kHardenedGuardedPad)))
     heap_misuse(p, "buffer underflow (the canary of the block below was overwritten)");
 }
 
@@ -255,7 +273,7 @@ void release_small(void* p, std::size_t c, std::size_t size) noexcept {
 // Block p of class c from a guarded span s, which the program holds, or the process
 // stops. Returns the bytes it asked for.
 std::size_t check_guarded(void* p, const Span* s, std::size_t c, const char* freed) noexcept {
-  const std::size_t size = kHeapClasses[c].size;
+  const std::size_t size = stride_of(c);
   const std::size_t n = live_size(p, size, freed);
   check_block_below(p, s, size);
   return n;
@@ -365,26 +383,49 @@ Span* large_block_span(void* p, const char* freed_problem) noexcept {
   return s;
 }
 
+void* allocate_small_aligned(std::size_t c, std::size_t n, std::size_t alignment) noexcept {
+  constexpr int kTries = 4;
+  FreeBlock* aside[kTries];
+  int count = 0;
+  void* result = nullptr;
+  while (count < kTries) {
+    void* p = heap_pop<false>(c);
+    if (p == nullptr) {
+      p = heap_allocate_class_miss(c);
+      if (p == nullptr) break;
+    }
+    if ((reinterpret_cast<std::uintptr_t>(p) & (alignment - 1)) == 0) {
+      result = hardened_hand_out(p, c, n);
+      break;
+    }
+    aside[count++] = static_cast<FreeBlock*>(p);
+  }
+  for (int i = count; i-- > 0;)
+    heap_push_to_cache(tls_thread_cache, aside[i], c, false);
+  if (result != nullptr || count < kTries) return result;
+  return allocate_large(n, alignment);
+}
+
 }  // namespace
 
 // Without asking the page map: a block of an unguarded span whose mark was overwritten
 // does not hold a free block's canary either (which takes the secret to forge), and
 // hand_out reports the write after free as it does for a guarded one.
 void* hardened_hand_out_unmarked(void* p, std::size_t c, std::size_t n) noexcept {
-  return hand_out(p, kHeapClasses[c].size, n);
+  return hand_out(p, stride_of(c), n);
 }
 
 void* hardened_allocate(std::size_t n) noexcept {
-  if (MEMPOOL_LIKELY(n <= kSmallMax)) return allocate_small(hardened_class_for(n), n);
+  if (MEMPOOL_LIKELY(n <= kSmallMax)) return allocate_small(heap_class_of(n), n);
   return allocate_large(n, kHeapPageSize);
 }
 
 void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
   if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
   if (n <= kSmallMax) {
-    const std::size_t need = n + kCanaryBytes < 16 ? 16 : n + kCanaryBytes;
-    if (const std::size_t c = heap_aligned_class(need, alignment); c != 0)
-      return allocate_small(c, n);
+    if (const std::size_t c = heap_aligned_class(n, alignment); c != 0)
+      return alignment <= kHardenedGuardedPad ? allocate_small(c, n)
+                                              : allocate_small_aligned(c, n, alignment);
   }
   return allocate_large(n, alignment);
 }
@@ -394,7 +435,7 @@ namespace {
 // Out of line, so that the free of an unguarded block needs no stack frame.
 MEMPOOL_NOINLINE void free_guarded_block(void* p, const Span* s, std::size_t c) noexcept {
   check_guarded(p, s, c, "double free");
-  release_small(p, c, kHeapClasses[c].size);
+  release_small(p, c, stride_of(c));
 }
 
 }  // namespace
@@ -423,12 +464,12 @@ void hardened_free_sized(void* p, std::size_t n) noexcept {
     if (MEMPOOL_LIKELY(!s->guarded)) {
       // The size asked for is not kept: the block must at least hold it (an aligned
       // block's class may be larger than the size's).
-      if (n > kSmallMax || hardened_class_for(n) > c) heap_misuse(p, wrong_size);
+      if (n > kSmallMax || heap_class_of(n) > c) heap_misuse(p, wrong_size);
       heap_free_small(p, s, c);
       return;
     }
     if (check_guarded(p, s, c, "double free") != n) heap_misuse(p, wrong_size);
-    release_small(p, c, kHeapClasses[c].size);
+    release_small(p, c, stride_of(c));
     return;
   }
   const Span* s = reinterpret_cast<const Span*>(entry & ~kSpanTagMask);
@@ -470,8 +511,8 @@ void* hardened_realloc(void* p, std::size_t n) noexcept {
                      "realloc of a free block");
     // In place while the size stays in the block's class, so that a sized free with
     // the new size still names the right class (as the default build does).
-    if (n <= kSmallMax && hardened_class_for(n) == c) {
-      const std::size_t size = kHeapClasses[c].size;
+    if (n <= kSmallMax && heap_class_of(n) == c) {
+      const std::size_t size = stride_of(c);
       if (address_as<Span>(entry - c)->guarded) {
         write_slack(p, n, size);
         store_canary(p, size, static_cast<std::uint32_t>(n));
@@ -550,7 +591,6 @@ void hardened_set_sampling(std::uint64_t seed, std::uint64_t sample) noexcept {
 // one multiply-xorshift a block).
 void hardened_prepare_span(Span* s, std::size_t c) noexcept {
   const HeapClassInfo& info = kHeapClasses[c];
-  const std::size_t size = info.size;
   const std::uintptr_t key = heap_link_key();
   g_secret.store(std::rotl(std::uint64_t{key}, 32), std::memory_order_relaxed);
   const std::uint64_t seed = g_seed.load(std::memory_order_relaxed);
@@ -566,26 +606,33 @@ void hardened_prepare_span(Span* s, std::size_t c) noexcept {
   // Drawn only when sampling: with every span guarded, a seed gives the order it gave
   // before sampling was added (the misuse suite's expected outcomes depend on it).
   const std::uint64_t sample = g_sample.load(std::memory_order_relaxed);
-  s->guarded = size >= 16 && (sample <= 1 || next_random() % sample == 0);
+  s->guarded = sample <= 1 || next_random() % sample == 0;
   // Another span is carved as in the default build, in address order and lazily: a
   // shuffled one costs its locality (a producer-consumer loop of 64-byte blocks took
   // 1.5 times as long with every span shuffled as with the guarded ones alone).
   if (!s->guarded) return;
+  // Fewer blocks, further apart: the span's interior-pointer test and its count of
+  // blocks follow (the class's 8 blocks a span at least leave 7 here).
+  const std::size_t size = hardened_guarded_stride(info.size);
+  const std::size_t capacity = s->bytes() / size;
+  s->capacity = static_cast<std::uint32_t>(capacity);
+  s->divisor = UINT64_MAX / size + 1;
+  s->start_divisor = s->start * s->divisor;
   std::uint16_t order[kMaxCapacity];
   static_assert(kMaxCapacity <= UINT16_MAX + 1);
-  for (std::size_t i = 0; i < info.capacity; ++i)
+  for (std::size_t i = 0; i < capacity; ++i)
     order[i] = static_cast<std::uint16_t>(i);
   // Block 0 stays first in `order`, so it is pushed first and handed out last: no
   // canary lies below it (the memory below a span is another's), and while its span
   // has another free block no program holds it. The others come in a random order.
-  for (std::size_t i = info.capacity - 1; i > 1; --i) {
+  for (std::size_t i = capacity - 1; i > 1; --i) {
     const std::size_t j = 1 + static_cast<std::size_t>(next_random() % i);
     const std::uint16_t t = order[i];
     order[i] = order[j];
     order[j] = t;
   }
   FreeBlock* head = nullptr;
-  for (std::size_t i = 0; i < info.capacity; ++i) {
+  for (std::size_t i = 0; i < capacity; ++i) {
     auto* b = address_as<FreeBlock>(s->start + std::size_t{order[i]} * size);
     write_fill(b, size);
     store_canary(b, size, kFreedMark);
@@ -593,7 +640,7 @@ void hardened_prepare_span(Span* s, std::size_t c) noexcept {
     head = b;
   }
   s->free_blocks = head;
-  s->carve = s->carve_end;  // nothing left to carve
+  s->carve = s->carve_end = s->start + capacity * size;  // nothing left to carve
 }
 
 }  // namespace mempool::detail

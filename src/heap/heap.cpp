@@ -179,7 +179,8 @@ void describe_pointer(const void* p) noexcept {
   } else {
     static constexpr const char* kStates[] = {"free", "small", "large", "direct", "cached direct"};
     const auto offset = reinterpret_cast<std::uintptr_t>(p) - s->start;
-    const std::size_t block = s->size_class != 0 ? kHeapClasses[s->size_class].size : s->bytes();
+    std::size_t block = s->size_class != 0 ? kHeapClasses[s->size_class].size : s->bytes();
+    if (kHardened && s->size_class != 0 && s->guarded) block = hardened_guarded_stride(block);
     std::snprintf(line, sizeof line,
                   "heap: details: %p is %zu bytes into a %s span at %p of %zu pages, "
                   "%zu bytes into a block of %zu bytes\n",

@@ -57,20 +57,18 @@ std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept;
 // replaces the hit path of the same name, so that every block of a guarded span is
 // checked (and the others as in the default build).
 void* hardened_allocate(std::size_t n) noexcept;
-// Its hit path, inline below (hardened_try_hit): the class of a request of n bytes and
-// its canary, and the out-of-line rest for a block whose word 1 is not the free mark.
-inline constexpr std::size_t kHardenedCanaryBytes = 8;
-inline constexpr std::size_t kHardenedSmallMax = kHeapSmallMax - kHardenedCanaryBytes;
-// The smallest class a request of n <= kHardenedSmallMax fits with its canary: 16 bytes
-// at least, so that a free block's canary and link never share a word (and every block
-// has a word 1 for its mark).
-constexpr std::size_t hardened_class_for(std::size_t n) noexcept {
-  return heap_class_of(n + kHardenedCanaryBytes < 16 ? 16 : n + kHardenedCanaryBytes);
+// Its hit path, inline below (hardened_try_hit), serves a request of n bytes from its
+// class as the default build does. A guarded span lays its blocks out `kGuardedPad`
+// bytes apart beyond their class's size, so that any request of the class fits with
+// its canary after it (16, which keeps blocks 16-byte aligned).
+inline constexpr std::size_t kHardenedGuardedPad = 16;
+constexpr std::size_t hardened_guarded_stride(std::size_t size) noexcept {
+  return size + kHardenedGuardedPad;
 }
 // Block p of class c, off a list, does not hold the free mark in word 1: a block of a
-// guarded span (its fill or canary is there), checked and handed out; one of another
-// span was written after its free, and its check stops the process. (Returns p:
-// non-null, so that the hit path tail-calls it.)
+// guarded span (its fill is there), checked and handed out; one of another span was
+// written after its free, and its check stops the process. (Returns p: non-null, so
+// that the hit path tail-calls it.)
 __attribute__((returns_nonnull)) void* hardened_hand_out_unmarked(void* p, std::size_t c,
                                                                   std::size_t n) noexcept;
 void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
@@ -87,8 +85,9 @@ void hardened_collect() noexcept;
 void hardened_lock() noexcept;
 void hardened_unlock() noexcept;
 // A fresh span of class c (central cache lock held): guarded or not (1 in `sample`
-// spans, at random); a guarded one's blocks filled as free ones and linked into
-// s->free_blocks in a random order, another's left to be carved.
+// spans, at random); a guarded one's blocks laid out at the guarded stride (its
+// capacity and divisor set for it), filled as free ones and linked into s->free_blocks
+// in a random order, another's left to be carved.
 void hardened_prepare_span(Span* s, std::size_t c) noexcept;
 // MEMPOOL_HARDENED_SEED: that order, and which spans are guarded, follow the seed
 // instead of the secret (0). MEMPOOL_HARDENED_SAMPLE: 1 in `sample` fresh small spans,
@@ -115,8 +114,8 @@ MEMPOOL_ALWAYS_INLINE void* hardened_hand_out(void* p, std::size_t c, std::size_
 }
 
 MEMPOOL_ALWAYS_INLINE void* hardened_try_hit(std::size_t n) noexcept {
-  if (MEMPOOL_UNLIKELY(n > kHardenedSmallMax)) return nullptr;
-  const std::size_t c = hardened_class_for(n);
+  if (MEMPOOL_UNLIKELY(n > kHeapSmallMax)) return nullptr;
+  const std::size_t c = heap_class_of(n);
   void* p = heap_pop<false>(c);
   if (MEMPOOL_UNLIKELY(p == nullptr)) return nullptr;
   return hardened_hand_out(p, c, n);

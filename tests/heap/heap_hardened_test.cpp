@@ -80,9 +80,9 @@ void* checked_malloc(std::size_t n) {
   return p;
 }
 
-// Small blocks of several classes (one whose request leaves no slack: 24 + 8 = 32), the
-// largest class and a large block.
-constexpr std::size_t kSizes[] = {0, 1, 24, 64, 1000, 100 * kKiB, 256 * kKiB - 8, kLarge};
+// Small blocks of several classes (64: a request of its class's size, the canary after
+// it), the largest class and a large block.
+constexpr std::size_t kSizes[] = {0, 1, 24, 64, 1000, 100 * kKiB, 256 * kKiB, kLarge};
 
 TEST(HardenedHeap, UsableSizeIsTheSizeAskedFor) {
   for (std::size_t n : kSizes) {
@@ -105,7 +105,7 @@ TEST(HardenedHeap, ReallocKeepsBytesAndMovesTheCanary) {
   auto* p = static_cast<unsigned char*>(checked_malloc(100));
   for (int i = 0; i < 100; ++i)
     p[i] = static_cast<unsigned char>(i);
-  // 100 and 104 bytes both fit the 112-byte class with their canary.
+  // 100 and 104 bytes both take the 112-byte class.
   EXPECT_EQ(std::realloc(p, 104), p);
   EXPECT_EQ(malloc_usable_size(p), 104u);
   std::size_t size = 104;
@@ -161,23 +161,29 @@ TEST(HardenedHeap, FreshSpanIsShuffled) {
   detail::Span s;
   s.start = (reinterpret_cast<std::uintptr_t>(memory.data()) + kPage - 1) & ~(kPage - 1);
   s.pages = info.span_pages;
-  detail::hardened_prepare_span(&s, c);
+  detail::hardened_prepare_span(&s, c);  // guarded: this program samples every span
+  ASSERT_TRUE(s.guarded);
+  // Its blocks lie 48 + 16 bytes apart, each with its canary after the class's 48 bytes.
+  const std::size_t stride = detail::hardened_guarded_stride(info.size);
+  EXPECT_EQ(stride, 64u);
+  EXPECT_EQ(s.capacity, s.pages * kPage / stride);
   const std::uintptr_t key = detail::heap_link_key();
   std::vector<std::size_t> order;
   for (const detail::FreeBlock* b = s.free_blocks; b != nullptr; b = b->decoded_next(key)) {
     const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(b) - s.start;
-    ASSERT_EQ(offset % info.size, 0u);
-    order.push_back(offset / info.size);
-    for (std::size_t i = 8; i < std::min<std::size_t>(64, info.size - 8); ++i)
+    ASSERT_EQ(offset % stride, 0u);
+    order.push_back(offset / stride);
+    for (std::size_t i = 8; i < stride - 8; ++i)
       ASSERT_EQ(static_cast<unsigned char>(bytes(const_cast<detail::FreeBlock*>(b))[i]), 0xdb);
   }
-  ASSERT_EQ(order.size(), info.capacity);
-  EXPECT_EQ(std::set<std::size_t>(order.begin(), order.end()).size(), info.capacity);
+  ASSERT_EQ(order.size(), s.capacity);
+  EXPECT_EQ(std::set<std::size_t>(order.begin(), order.end()).size(), s.capacity);
   EXPECT_EQ(order.back(), 0u);
   std::size_t in_place = 0;
   for (std::size_t i = 0; i < order.size(); ++i)
     in_place += order[i] == i ? 1 : 0;
-  EXPECT_LT(in_place, info.capacity / 4);  // a shuffle of 170 leaves about one in place
+  EXPECT_LT(in_place, s.capacity / 4);  // a shuffle of 128 leaves about one in place
+  EXPECT_EQ(s.carve, s.start + s.capacity * stride);
   EXPECT_EQ(s.carve, s.carve_end);
 }
 
@@ -211,7 +217,7 @@ void* block_from(bool want_guarded, std::size_t n, std::vector<void*>* taken) {
 TEST(HardenedHeap, SampledSpansAreGuardedTheOthersAreNot) {
   const Sampling sampling(4);
   constexpr std::size_t kN = 200;  // the 208-byte class: 39 blocks a span
-  const std::size_t block = detail::kHeapClasses[detail::hardened_class_for(kN)].size;
+  const std::size_t block = detail::kHeapClasses[detail::heap_class_of(kN)].size;
   std::vector<void*> blocks;
   std::set<const detail::Span*> spans[2];
   for (int i = 0; i < 39 * 400; ++i) {
@@ -228,7 +234,7 @@ TEST(HardenedHeap, SampledSpansAreGuardedTheOthersAreNot) {
   EXPECT_GT(spans[0].size(), 200u);
   for (void* p : blocks) {
     // Within its class, realloc keeps the block in both kinds.
-    EXPECT_EQ(std::realloc(p, kN - 8), p);
+    EXPECT_EQ(std::realloc(p, kN - 4), p);
     std::free(p);
   }
 }
@@ -386,7 +392,8 @@ TEST(HardenedHeapDeathTest, WriteAfterFreeStopsMalloc) {
   const std::string modified = "mempool: heap: write after free \\(a free block was modified\\)";
   EXPECT_DEATH(write_after_free(8, 1), modified);
   EXPECT_DEATH(write_after_free(63, 1), modified);
-  EXPECT_DEATH(write_after_free(207, 1), modified);  // the canary of the 208-byte block
+  // The canary of the 208-byte block: after its 208 bytes and 8 bytes of slack.
+  EXPECT_DEATH(write_after_free(216, 1), modified);
   EXPECT_DEATH(write_after_free(0, 8), "mempool: heap: free list corrupted");
 }
 
