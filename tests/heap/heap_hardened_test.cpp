@@ -121,6 +121,33 @@ TEST(HardenedHeap, ReallocKeepsBytesAndMovesTheCanary) {
   std::free(p);
 }
 
+// A guarded span's blocks lie 16 bytes apart beyond their class's size, so most of them
+// do not have an alignment above 16 that the class's size has: an aligned request gets
+// an aligned block all the same, from another span or a large block, and the blocks it
+// passed over stay on the list for other requests (this program guards every span).
+TEST(HardenedHeap, AlignedRequestsGetAlignedBlocks) {
+  std::vector<void*> blocks;
+  for (const std::size_t alignment : {32u, 64u, 256u, 4096u}) {
+    for (const std::size_t n : {1u, 48u, 64u, 200u}) {
+      for (int i = 0; i < 50; ++i) {
+        void* p = nullptr;
+        ASSERT_EQ(posix_memalign(&p, alignment, n), 0);
+        ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignment, 0u) << alignment << " " << n;
+        EXPECT_EQ(malloc_usable_size(p), n);
+        std::memset(p, 0x5a, n);
+        blocks.push_back(p);
+      }
+    }
+  }
+  for (void* p : blocks)
+    std::free(p);
+  // Requests of the same class without the alignment still take those blocks.
+  void* plain = checked_malloc(64);
+  EXPECT_EQ(detail::g_page_map.lookup(plain)->size_class, detail::heap_class_of(64));
+  EXPECT_EQ(malloc_usable_size(plain), 64u);
+  std::free(plain);
+}
+
 // calloc clears a freed small block (its fill) and a large block that the guard cache
 // kept (the last owner's bytes).
 TEST(HardenedHeap, CallocZeroesAFreedBlock) {
