@@ -108,7 +108,7 @@ def glibc_version():
 # Settings of a build's library. The hardened library shuffles the blocks of each fresh span
 # with a secret: where a write out of bounds lands (a live block, a free one, the span below)
 # would change from run to run. With a seed the order is the same in every run. It guards
-# 1 in 8 spans by default: here every one, so that what its checks catch is certain.
+# 1 in 16 spans by default: here every one, so that what its checks catch is certain.
 BUILD_ENVIRONMENT = {"mempool-hardened": {"MEMPOOL_HARDENED_SEED": "1",
                                           "MEMPOOL_HARDENED_SAMPLE": "1"}}
 
