@@ -75,6 +75,7 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
       s = new_span(c);
       if (s == nullptr) break;
       ++k.spans;
+      k.blocks += s->capacity;
       k.nonempty.push_front(s);
     }
     while (got < want && s->free_blocks != nullptr) {
@@ -117,6 +118,7 @@ void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, s
     if (--s->allocated == 0) {
       k.nonempty.remove(s);
       --k.spans;
+      k.blocks -= s->capacity;
       s->next = *empty;
       *empty = s;
     }
@@ -186,9 +188,10 @@ CentralClassCounts CentralCache::counts(std::size_t c) const noexcept {
   std::lock_guard<Lock> lock(k.mutex);
   CentralClassCounts n;
   n.spans = k.spans;
+  n.blocks = k.blocks;
   n.blocks_out = k.blocks_out;
   n.blocks_in_batches = std::size_t{k.batch_count} * kHeapClasses[c].batch;
-  n.blocks_in_spans = k.spans * kHeapClasses[c].capacity - k.blocks_out;
+  n.blocks_in_spans = k.blocks - k.blocks_out;
   return n;
 }
 

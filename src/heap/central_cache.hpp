@@ -21,6 +21,7 @@ namespace mempool::detail {
 
 struct CentralClassCounts {
   std::size_t spans = 0;
+  std::size_t blocks = 0;             // in those spans (a hardened guarded span has fewer)
   std::size_t blocks_out = 0;         // given to thread caches (cached there or in use)
   std::size_t blocks_in_batches = 0;  // free, in the kept batches
   std::size_t blocks_in_spans = 0;    // free in the spans, carved or not
@@ -50,6 +51,7 @@ class CentralCache {
     FreeBlock* batches[kMaxCentralSlots] = {};
     SpanList nonempty;  // spans with a free block (allocated < capacity)
     std::size_t spans = 0;
+    std::size_t blocks = 0;  // the spans' capacities
     std::size_t blocks_out = 0;
   };
 

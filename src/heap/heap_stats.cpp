@@ -55,7 +55,8 @@ HeapStats stats() noexcept {
     st.bytes_in_use += out.bytes_in_use;
     st.bytes_in_thread_caches += out.blocks_in_thread_caches * info.size;
     st.bytes_in_central_cache += out.blocks_in_central_cache * info.size;
-    st.bytes_span_tails += k.spans * (info.span_pages * kHeapPageSize - info.capacity * info.size);
+    // With a hardened library's guarded spans, their blocks' pads count here too.
+    st.bytes_span_tails += out.bytes_reserved - k.blocks * info.size;
   }
   const PageHeapStats ph = g_page_heap.stats();
   const std::size_t large_spans =

@@ -148,6 +148,31 @@ TEST(HardenedHeap, AlignedRequestsGetAlignedBlocks) {
   std::free(plain);
 }
 
+// A guarded span holds fewer blocks than its class's spans do: the statistics count them,
+// so that the identity of heap.hpp still holds (the pads between blocks are counted with
+// the spans' tails).
+TEST(HardenedHeap, StatsCountAGuardedSpansBlocks) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 1000; ++i)
+    blocks.push_back(checked_malloc(64));  // every span guarded: 64 B every 80 bytes
+  const HeapStats s = stats();
+  EXPECT_EQ(s.bytes_mapped, s.bytes_in_use + s.bytes_in_thread_caches + s.bytes_in_central_cache +
+                                s.bytes_free_in_page_heap + s.bytes_returned_to_os +
+                                s.bytes_span_tails);
+  const std::size_t c = detail::heap_class_of(64);
+  const HeapClassStats* k = nullptr;
+  for (std::size_t i = 0; i < s.class_count; ++i)
+    if (s.classes[i].block_size == 64) k = &s.classes[i];
+  ASSERT_NE(k, nullptr);
+  ASSERT_GT(k->spans, 0u);
+  const std::size_t per_span = k->bytes_reserved / k->spans / detail::hardened_guarded_stride(64);
+  EXPECT_LT(per_span, detail::kHeapClasses[c].capacity);
+  EXPECT_EQ(k->blocks_in_use + k->blocks_in_thread_caches + k->blocks_in_central_cache,
+            k->spans * per_span);
+  for (void* p : blocks)
+    std::free(p);
+}
+
 // calloc clears a freed small block (its fill) and a large block that the guard cache
 // kept (the last owner's bytes).
 TEST(HardenedHeap, CallocZeroesAFreedBlock) {
