@@ -12,13 +12,10 @@ namespace mempool::detail {
 
 namespace {
 
-// splitmix64's finaliser: every input bit reaches every output bit, so the key
-// does not reveal the AT_RANDOM bytes (glibc's stack and pointer guards).
+// One splitmix64 step: the key does not reveal the AT_RANDOM bytes (glibc's stack
+// and pointer guards).
 std::uint64_t mix(std::uint64_t x) noexcept {
-  x += 0x9e3779b97f4a7c15u;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-  return x ^ (x >> 31);
+  return splitmix64_mix(x + kSplitmix64Gamma);
 }
 
 std::uint64_t random_word() noexcept {

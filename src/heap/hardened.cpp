@@ -201,18 +201,13 @@ bool fill_intact(void* p, std::size_t size) noexcept {
 constinit std::atomic<std::uint64_t> g_sample{kDefaultHardenedSample};
 constinit std::atomic<std::uint64_t> g_large_draws{0};
 
-// splitmix64's finaliser: the draws of a counter, spread.
-std::uint64_t mix(std::uint64_t z) noexcept {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
-
 bool draw_guard() noexcept {
   const std::uint64_t sample = g_sample.load(std::memory_order_relaxed);
   if (sample <= 1) return true;
   const std::uint64_t draw = g_large_draws.fetch_add(1, std::memory_order_relaxed);
-  return mix(g_secret.load(std::memory_order_relaxed) + draw * 0x9e3779b97f4a7c15u) % sample == 0;
+  return splitmix64_mix(g_secret.load(std::memory_order_relaxed) + draw * kSplitmix64Gamma) %
+             sample ==
+         0;
 }
 
 // Block p of class size `size` taken from a free list: still a free block? Then it
@@ -596,7 +591,9 @@ void hardened_prepare_span(Span* s, std::size_t c) noexcept {
   const std::uint64_t seed = g_seed.load(std::memory_order_relaxed);
   std::uint64_t state =
       (seed != 0 ? seed : key) ^ (g_spans.fetch_add(1, std::memory_order_relaxed) << 32);
-  const auto next_random = [&state]() noexcept { return mix(state += 0x9e3779b97f4a7c15u); };
+  const auto next_random = [&state]() noexcept {
+    return splitmix64_mix(state += kSplitmix64Gamma);
+  };
   static constexpr std::size_t kMaxCapacity = [] {
     std::uint32_t most = 0;
     for (const HeapClassInfo& i : kHeapClasses)

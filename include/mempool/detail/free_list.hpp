@@ -104,6 +104,15 @@ MEMPOOL_ALWAYS_INLINE bool plausible_link(const FreeBlock* decoded) noexcept {
 // AT_RANDOM bytes mixed with the clock).
 MEMPOOL_API std::uintptr_t new_link_key() noexcept;
 
+// splitmix64's finaliser: every input bit reaches every output bit (the key above
+// hides its seed; the hardened heap spreads the draws of a counter).
+constexpr std::uint64_t splitmix64_mix(std::uint64_t z) noexcept {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+inline constexpr std::uint64_t kSplitmix64Gamma = 0x9e3779b97f4a7c15u;
+
 // The pools' links. Plain in the default build: an ObjectPool pair is 9
 // instructions, and encoding with the check on pop adds 5. Encoded and
 // checked on pop where MEMPOOL_HARDENED=1, with a constant key: the pools live
