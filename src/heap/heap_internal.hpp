@@ -58,7 +58,7 @@ std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept;
 // checked (and the others as in the default build).
 void* hardened_allocate(std::size_t n) noexcept;
 // Its hit path, inline below (hardened_try_hit), serves a request of n bytes from its
-// class as the default build does. A guarded span lays its blocks out `kGuardedPad`
+// class as the default build does. A guarded span lays its blocks out `kHardenedGuardedPad`
 // bytes apart beyond their class's size, so that any request of the class fits with
 // its canary after it (16, which keeps blocks 16-byte aligned).
 inline constexpr std::size_t kHardenedGuardedPad = 16;
