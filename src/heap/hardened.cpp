@@ -418,9 +418,10 @@ void* hardened_allocate(std::size_t n) noexcept {
 void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
   if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
   if (n <= kSmallMax) {
-    if (const std::size_t c = heap_aligned_class(n, alignment); c != 0)
+    if (const std::size_t c = heap_aligned_class(n, alignment); c != 0) {
       return alignment <= kHardenedGuardedPad ? allocate_small(c, n)
                                               : allocate_small_aligned(c, n, alignment);
+    }
   }
   return allocate_large(n, alignment);
 }
@@ -492,9 +493,10 @@ std::size_t hardened_usable_size(const void* p) noexcept {
   if (p == nullptr) return 0;
   void* q = const_cast<void*>(p);  // read only: the checks write nothing
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
-  if (const std::size_t c = entry & kSpanTagMask; c != 0)
+  if (const std::size_t c = entry & kSpanTagMask; c != 0) {
     return small_size(q, entry, c, "pointer into the middle of a block",
                       "malloc_usable_size of a free block");
+  }
   return large_block_span(q, "malloc_usable_size of a free block")->requested;
 }
 
