@@ -25,6 +25,7 @@ MEMPOOL_COLD std::uintptr_t make_heap_link_key() noexcept {
 }  // namespace
 
 std::uintptr_t heap_link_key() noexcept {
+  if constexpr (!kHardened) return kHeapFixedLinkKey;
   const std::uintptr_t key = g_link_key.load(std::memory_order_acquire);
   return MEMPOOL_LIKELY(key != 0) ? key : make_heap_link_key();
 }
@@ -81,7 +82,7 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
     while (got < want && s->free_blocks != nullptr) {
       FreeBlock* b = s->free_blocks;
       s->free_blocks = heap_checked_next(b, key);
-      b->set_encoded_next(head, key);
+      heap_set_next(b, head, key);
       head = b;
       ++got;
       ++s->allocated;
@@ -113,7 +114,7 @@ void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, s
       heap_free_list_corrupted(b);
     if (i + 1 < count) first = heap_checked_next(b, key);
     if (s->allocated == s->capacity) k.nonempty.push_front(s);  // was full
-    b->set_encoded_next(s->free_blocks, key);
+    heap_set_next(b, s->free_blocks, key);
     s->free_blocks = b;
     if (--s->allocated == 0) {
       k.nonempty.remove(s);

@@ -67,9 +67,10 @@ class CentralCache {
 
 extern constinit CentralCache g_central_cache;
 
-// The key of every free-list link in the heap (free_list.hpp). Blocks travel
-// between thread caches, kept batches and spans as linked chains, so all of them
-// use this one key; it is made on first use, before the first block is carved.
+// The key of every free-list link in the heap (heap_thread_cache.hpp). Blocks travel
+// between thread caches, kept batches and spans as linked chains, so all of them use
+// this one key: kHeapFixedLinkKey in the default build; in the hardened library, a
+// random one made on first use, before the first block is carved.
 std::uintptr_t heap_link_key() noexcept;
 
 }  // namespace mempool::detail

@@ -635,7 +635,7 @@ void hardened_prepare_span(Span* s, std::size_t c) noexcept {
     auto* b = address_as<FreeBlock>(s->start + std::size_t{order[i]} * size);
     write_fill(b, size);
     store_canary(b, size, kFreedMark);
-    b->set_encoded_next(head, key);
+    heap_set_next(b, head, key);
     head = b;
   }
   s->free_blocks = head;

@@ -131,22 +131,24 @@ bool ThreadCache::activate() noexcept {
   // The heap's set-up may allocate (pthread_atfork), and so activate this cache.
   heap_ensure_ready();
   if (state_ != ThreadCacheState::kUnset) return state_ == ThreadCacheState::kActive;
-  // Frees before this one pushed blocks marked and linked with key 0 (one per list:
-  // each push overflowed at once): re-encode them with the heap's key.
-  const std::uintptr_t key = heap_link_key();
-  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
-    for (FreeBlock* b = heads[c]; b != nullptr;) {
-      FreeBlock* next = heap_checked_next(b, link_key);
-      // (A block of a guarded span has no mark: hardened_hand_out.)
-      if (kHardened && g_page_map.lookup(b)->guarded) {
-        b->set_encoded_next(next, key);
-      } else {
-        heap_link_free(b, next, key);
+  // The hardened library's frees before this one pushed blocks marked and linked with
+  // key 0 (one per list: each push overflowed at once): re-encode them with the heap's.
+  if constexpr (kHardened) {
+    const std::uintptr_t key = heap_link_key();
+    for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+      for (FreeBlock* b = heads[c]; b != nullptr;) {
+        FreeBlock* next = heap_checked_next(b, link_key);
+        // (A block of a guarded span has no mark: hardened_hand_out.)
+        if (g_page_map.lookup(b)->guarded) {
+          heap_set_next(b, next, key);
+        } else {
+          heap_link_free(b, next, key);
+        }
+        b = next;
       }
-      b = next;
     }
+    link_key = key;
   }
-  link_key = key;
   // Uncached while registering: as the process's malloc, pthread_setspecific's
   // own calloc (for keys past the first 32) comes back here. Without an exit
   // hook the cache would be stranded when the thread ends: it stays uncached.
@@ -175,9 +177,9 @@ void ThreadCache::release(std::size_t c, std::size_t n) noexcept {
     FreeBlock* first = heads[c];
     FreeBlock* last = first;
     for (std::size_t i = 1; i < take; ++i)
-      last = heap_checked_next(last, link_key);
-    heads[c] = heap_checked_next(last, link_key);
-    last->set_encoded_next(nullptr, link_key);  // batches travel as nullptr-terminated chains
+      last = heap_checked_next(last, key());
+    heads[c] = heap_checked_next(last, key());
+    heap_set_next(last, nullptr, key());  // batches travel as nullptr-terminated chains
     left -= static_cast<std::uint32_t>(take);
     set_count(c, left);
     g_central_cache.insert_range(c, first, take);
@@ -209,7 +211,7 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   FreeBlock* first = nullptr;
   const std::size_t got = g_central_cache.remove_range(c, want, &first);
   if (got == 0) return nullptr;
-  heads[c] = first->decoded_next(link_key);  // the central cache checked the chain
+  heads[c] = heap_next(first, key());  // the central cache checked the chain
   hand_out_first(first);
   set_count(c, static_cast<std::uint32_t>(got - 1));
   return first;
@@ -270,7 +272,7 @@ void heap_free_suspect(void* p, std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   std::uint32_t n = t.heads[c] != nullptr ? t.count(c) : 0;
   for (const FreeBlock* b = t.heads[c]; b != nullptr && n > 0;
-       b = heap_checked_next(b, t.link_key), --n)
+       b = heap_checked_next(b, t.key()), --n)
     if (b == p) heap_misuse(p, "double free");
   if (g_central_cache.holds_free(c, p)) heap_misuse(p, "double free");
   // Its mark only looked like a link (or another thread's cache holds it,

@@ -224,7 +224,7 @@ TEST(HardenedHeap, FreshSpanIsShuffled) {
   EXPECT_EQ(s.capacity, s.pages * kPage / stride);
   const std::uintptr_t key = detail::heap_link_key();
   std::vector<std::size_t> order;
-  for (const detail::FreeBlock* b = s.free_blocks; b != nullptr; b = b->decoded_next(key)) {
+  for (const detail::FreeBlock* b = s.free_blocks; b != nullptr; b = detail::heap_next(b, key)) {
     const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(b) - s.start;
     ASSERT_EQ(offset % stride, 0u);
     order.push_back(offset / stride);

@@ -185,7 +185,7 @@ TEST(HeapCentralCache, KeepsFullBatchesAndReturnsEmptySpans) {
   FreeBlock* first = nullptr;
   ASSERT_EQ(g_central_cache.remove_range(c, batch, &first), batch);
   std::size_t n = 0;
-  for (FreeBlock* b = first; b != nullptr; b = b->decoded_next(heap_link_key()))
+  for (FreeBlock* b = first; b != nullptr; b = heap_next(b, heap_link_key()))
     ++n;
   EXPECT_EQ(n, batch) << "a nullptr-terminated chain of the blocks asked for";
   EXPECT_EQ(g_central_cache.counts(c).blocks_out, before.blocks_out + batch);
@@ -335,20 +335,20 @@ TEST(HeapLinkKey, WhatAProgramWritesNeverDecodesToALink) {
   for (int i = 0; i < 1000; ++i) {
     const std::uintptr_t key = i == 0 ? heap_link_key() : new_link_key();
     FreeBlock b{};
-    EXPECT_FALSE(plausible_link(b.decoded_next(key))) << "a zero word";
+    EXPECT_FALSE(plausible_link(heap_next(&b, key))) << "a zero word";
     // The accessors close the word behind them as in a free block (AddressSanitizer
     // poisons it: memory_checker.hpp); the test writes it as a program would.
     asan_unpoison(&b, sizeof b);
     b.next = &b;
-    EXPECT_FALSE(plausible_link(b.decoded_next(key))) << "a pointer";
+    EXPECT_FALSE(plausible_link(heap_next(&b, key))) << "a pointer";
     for (unsigned byte : {0x41u, 0xffu, 0x80u, 0x01u}) {
       asan_unpoison(&b, sizeof b);
       std::memset(&b, static_cast<int>(byte), sizeof b);
-      EXPECT_FALSE(plausible_link(b.decoded_next(key))) << "byte " << byte << " repeated";
+      EXPECT_FALSE(plausible_link(heap_next(&b, key))) << "byte " << byte << " repeated";
     }
-    b.set_encoded_next(&b, key);
-    EXPECT_EQ(b.decoded_next(key), &b);
-    EXPECT_TRUE(plausible_link(b.decoded_next(key)));
+    heap_set_next(&b, &b, key);
+    EXPECT_EQ(heap_next(&b, key), &b);
+    EXPECT_TRUE(plausible_link(heap_next(&b, key)));
   }
 }
 
@@ -357,7 +357,7 @@ TEST(HeapLinkKey, WhatAProgramWritesNeverDecodesToALink) {
 TEST(HeapLinkKey, ALiveBlockThatLooksFreeIsFreedNormally) {
   auto* p = static_cast<FreeBlock*>(allocate(64));
   auto* other = static_cast<FreeBlock*>(allocate(64));
-  p->set_encoded_next(other, heap_link_key());  // what a free block would hold
+  heap_set_next(p, other, heap_link_key());  // what a free block would hold
   deallocate(p);
   EXPECT_EQ(allocate(64), p) << "freed, and at the head of the thread's list";
   deallocate(p);

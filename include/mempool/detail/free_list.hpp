@@ -14,17 +14,14 @@ namespace mempool::detail {
 
 // The link stored in the first word of every free block.
 //
-// The heap stores it encoded, next ^ key, with a random key whose low three bits
-// are not all zero and whose top two bytes differ (the pools: see kPoolLinkKey). Then a
-// decoded link is plausible only when it is 8-aligned and below 2^47, so bytes a
-// program wrote into a freed block (zeros, a pointer, an 8-aligned integer, any one
-// byte repeated) never decode as plausible: the pop that would follow the link
-// reports "free list corrupted" instead of jumping. The heap also keeps the key
-// itself in word 1 of every free block, its free mark (heap_thread_cache.hpp): a live
-// block holds it only by chance (the heap clears it when it hands a block out), so
-// the mark on free is cheap grounds to look for the block in the free lists: a double
-// free. glibc's safe-linking (next ^ (address >> 12)) is the first without a secret;
-// its tcache key in the second word is the second.
+// It may be stored encoded, next ^ key, with a key whose low three bits are not all
+// zero and whose top two bytes differ (the heap mixes in the block's address too:
+// heap_thread_cache.hpp; the pools: see kPoolLinkKey). Then a decoded link is
+// plausible only when it is 8-aligned and below 2^47, so bytes a program wrote into a
+// freed block (zeros, a pointer, an 8-aligned integer, any one byte repeated) never
+// decode as plausible: the pop that would follow the link reports "free list
+// corrupted" instead of jumping. The heap's free mark, its grounds to look for a
+// double free, is also kept in the block: heap_thread_cache.hpp.
 //
 // Under MEMPOOL_VALGRIND the accessors open the word to memcheck around their
 // access (memory_checker.hpp); `next` itself is for blocks memcheck does not watch.
@@ -54,7 +51,7 @@ struct FreeBlock {
     next = nullptr;
   }
 
-  // The word `offset` bytes in (0 or 8: the heap's free mark, heap_thread_cache.hpp),
+  // The word `offset` bytes in (8: the heap's free mark, heap_thread_cache.hpp),
   // read and written as the link is. memcpy: at offset 0 it is the link itself, and
   // the compiler must not reorder a store to it as a word and one as a pointer.
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t word_at(std::size_t offset) const noexcept {
@@ -65,7 +62,7 @@ struct FreeBlock {
     checker_close_link(w);
     return word;
   }
-  // Its first byte alone (the heap's free check, heap_thread_cache.hpp).
+  // The byte `offset` bytes in (the heap's free check, heap_thread_cache.hpp).
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uint8_t byte_at(std::size_t offset) const noexcept {
     const unsigned char* w = reinterpret_cast<const unsigned char*>(this) + offset;
     checker_open_link(w);

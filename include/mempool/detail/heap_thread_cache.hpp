@@ -30,8 +30,44 @@ enum class ThreadCacheState : std::uint8_t {
   kExited,  // the thread is exiting (or has no exit hook): no caching any more
 };
 
+// The heap's links: next ^ (the block's own address) ^ key. The key's properties
+// (free_list.hpp) make what a program writes into a freed block decode as an
+// implausible link. The address makes a forged link need the block's address, as
+// glibc's safe-linking (next ^ (address >> 12)) does, and a leaked link gives away
+// only next ^ address. glibc shifts the address so that its random bits also hide the
+// link's low bits; here the key's do, and the shift would be two instructions more a
+// malloc/free pair, which loops through several classes pay (mempool-bench rounds of
+// four sizes: about 7%). The default build's key is fixed, a constant in the code:
+// loaded from the thread cache, it was a load more on every malloc and every free, and
+// the hottest loops are bound by their loads and stores (docs/architecture.md,
+// "Hardening"). The hardened library's key is random, one a process (heap_link_key).
+// The fixed key is a sign-extended 32-bit number, so that the xors and the mark's store
+// take it as an immediate (a 64-bit one was two instructions more a pair: mempool-bench
+// micro 6%). Its top 17 bits are ones, so zeros, pointers, positive numbers and text
+// written into a freed block decode as implausible; its low three bits are neither all
+// zeros nor all ones, so a fill of 0xff bytes does too. What passes: a negative number
+// above -2^47 whose low three bits are the key's (1 in 8 of those).
+inline constexpr std::uintptr_t kHeapFixedLinkKey = 0xffffffff9d71e2b3u;
+static_assert(static_cast<std::int64_t>(kHeapFixedLinkKey) ==
+              static_cast<std::int32_t>(kHeapFixedLinkKey & 0xffffffffu));
+static_assert((kHeapFixedLinkKey & 7) - 1 < 6, "low three bits neither 000 nor 111");
+
+MEMPOOL_ALWAYS_INLINE std::uintptr_t heap_block_key(const FreeBlock* b,
+                                                    std::uintptr_t key) noexcept {
+  return key ^ reinterpret_cast<std::uintptr_t>(b);
+}
+MEMPOOL_ALWAYS_INLINE FreeBlock* heap_next(const FreeBlock* b, std::uintptr_t key) noexcept {
+  return b->decoded_next(heap_block_key(b, key));
+}
+MEMPOOL_ALWAYS_INLINE void heap_set_next(FreeBlock* b, FreeBlock* next,
+                                         std::uintptr_t key) noexcept {
+  b->set_encoded_next(next, heap_block_key(b, key));
+}
+
 // Where a free block says it is free: word 1, holding the link key, as glibc's tcache
-// key. Word 1, so that free() need not read word 0: a program's last write before a
+// key. In the default build that is a constant a program could store into a live
+// block: its free would then be searched for in the free lists and go on as usual.
+// Word 1, so that free() need not read word 0: a program's last write before a
 // free is often a narrow store into word 0 (a flag, a count), and a wider load of a
 // word a narrow store is still writing cannot be forwarded from the store buffer; it
 // waits for the store to reach the cache (measured: malloc(1024), write byte 0, free:
@@ -59,10 +95,15 @@ class MEMPOOL_API ThreadCache {
   std::int32_t rooms[kHeapClassCount] = {};
 #endif
   std::uint32_t maxes[kHeapClassCount] = {};  // flush thresholds; 0 until a class is used
-  // The heap's link key (free_list.hpp), copied here when the cache becomes active
-  // so that the hit path reaches it from the TLS base like the lists. 0 before:
-  // the one block an unset cache may hold is re-encoded when it activates.
+  // The hardened library's link key, copied here when the cache becomes active so
+  // that the hit path reaches it from the TLS base like the lists. 0 before: the one
+  // block an unset cache may hold is re-encoded when it activates.
   std::uintptr_t link_key = 0;
+  // The key this cache's lists are encoded with.
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t key() const noexcept {
+    if constexpr (kHardened) return link_key;
+    return kHeapFixedLinkKey;
+  }
   MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
 #if defined(__SANITIZE_THREAD__)
     return rooms[c].load(std::memory_order_relaxed);
@@ -161,7 +202,7 @@ MEMPOOL_API void checked_on_allocate(void* p) noexcept;
 __attribute__((returns_nonnull)) MEMPOOL_API void* heap_pop_corrupted(const void* b) noexcept;
 // The link after free block b, checked: the slow paths that walk lists use it.
 inline FreeBlock* heap_checked_next(const FreeBlock* b, std::uintptr_t key) noexcept {
-  FreeBlock* next = b->decoded_next(key);
+  FreeBlock* next = heap_next(b, key);
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) heap_free_list_corrupted(b);
   return next;
 }
@@ -183,7 +224,7 @@ MEMPOOL_ALWAYS_INLINE void heap_hand_out(FreeBlock* b) noexcept {
 MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next,
                                           std::uintptr_t key) noexcept {
   b->set_word_at(kHeapFreeMarkOffset, key);
-  b->set_encoded_next(next, key);
+  heap_set_next(b, next, key);
 }
 
 // A block of class c from the calling thread's cache, or nullptr on a miss.
@@ -197,7 +238,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   FreeBlock* b = t.heads[c];
   if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
-  FreeBlock* next = b->decoded_next(t.link_key);
+  FreeBlock* next = heap_next(b, t.key());
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) {
     if constexpr (kHandOut) return heap_pop_corrupted(b);
     heap_free_list_corrupted(b);
@@ -220,9 +261,9 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
 MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b, std::size_t c,
                                               bool marked = true) noexcept {
   if (marked) {
-    heap_link_free(b, t.heads[c], t.link_key);
+    heap_link_free(b, t.heads[c], t.key());
   } else {
-    b->set_encoded_next(t.heads[c], t.link_key);
+    heap_set_next(b, t.heads[c], t.key());
   }
   t.heads[c] = b;
   const std::int32_t room = t.room(c) - 1;
@@ -243,8 +284,8 @@ MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   auto* b = static_cast<FreeBlock*>(p);
   if constexpr (kMemoryChecker) checker_freed(p, heap_class_bytes(c));
-  if (MEMPOOL_UNLIKELY(b->byte_at(kHeapFreeMarkOffset) == static_cast<std::uint8_t>(t.link_key)) &&
-      b->word_at(kHeapFreeMarkOffset) == t.link_key) {
+  if (MEMPOOL_UNLIKELY(b->byte_at(kHeapFreeMarkOffset) == static_cast<std::uint8_t>(t.key())) &&
+      b->word_at(kHeapFreeMarkOffset) == t.key()) {
     heap_free_suspect(p, c);
     return;
   }
