@@ -15,8 +15,9 @@ namespace mempool::detail {
 // The link stored in the first word of every free block.
 //
 // It may be stored encoded, next ^ key, with a key whose low three bits are not all
-// zero and whose top two bytes differ (the heap mixes in the block's address too:
-// heap_thread_cache.hpp; the pools: see kPoolLinkKey). Then a decoded link is
+// zero and whose top two bytes differ (the random keys and the pools': kPoolLinkKey;
+// the heap mixes in the block's address, and its default build's fixed key has
+// properties of its own: heap_thread_cache.hpp). Then a decoded link is
 // plausible only when it is 8-aligned and below 2^47, so bytes a program wrote into a
 // freed block (zeros, a pointer, an 8-aligned integer, any one byte repeated) never
 // decode as plausible: the pop that would follow the link reports "free list
