@@ -352,12 +352,33 @@ TEST(HeapLinkKey, WhatAProgramWritesNeverDecodesToALink) {
   }
 }
 
-// A live block whose first word happens to decode to a plausible link is only
-// suspect: the free looks for it, finds it nowhere, and frees it as usual.
+// The default build's fixed key (heap_thread_cache.hpp): no positive number written
+// into a freed block decodes to a link; a negative one whose low three bits are the
+// key's does, the one kind that gets through.
+TEST(HeapLinkKey, TheFixedKeyLetsOnlySomeNegativeNumbersThrough) {
+  alignas(16) FreeBlock b{};
+  auto decodes_plausibly = [&b](std::int64_t word) {
+    asan_unpoison(&b, sizeof b);
+    std::memcpy(&b, &word, sizeof word);
+    return plausible_link(heap_next(&b, kHeapFixedLinkKey));
+  };
+  for (std::int64_t v : {std::int64_t{1}, std::int64_t{3}, std::int64_t{4096},
+                         (std::int64_t{1} << 47) - 5, INT64_MAX})
+    EXPECT_FALSE(decodes_plausibly(v)) << v;
+  const auto through = static_cast<std::int64_t>(kHeapFixedLinkKey & 7) - 8;  // -5
+  EXPECT_TRUE(decodes_plausibly(through));
+  EXPECT_FALSE(decodes_plausibly(through - 1));
+  EXPECT_FALSE(decodes_plausibly(-(std::int64_t{1} << 47) - 5)) << "below -2^47";
+}
+
+// A live block that holds what a free one does (a plausible link, and the mark, a
+// constant a program can store in the default build) is only suspect: the free looks
+// for it, finds it nowhere, and frees it as usual.
 TEST(HeapLinkKey, ALiveBlockThatLooksFreeIsFreedNormally) {
   auto* p = static_cast<FreeBlock*>(allocate(64));
   auto* other = static_cast<FreeBlock*>(allocate(64));
-  heap_set_next(p, other, heap_link_key());  // what a free block would hold
+  heap_set_next(p, other, heap_link_key());              // what a free block would hold,
+  p->set_word_at(kHeapFreeMarkOffset, heap_link_key());  // the mark too: the free is suspect
   deallocate(p);
   EXPECT_EQ(allocate(64), p) << "freed, and at the head of the thread's list";
   deallocate(p);
