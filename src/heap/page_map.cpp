@@ -12,12 +12,11 @@ bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
   for (std::uintptr_t i = first >> kLeafBits; i <= (last >> kLeafBits); ++i) {
     if (root_[i].load(std::memory_order_relaxed) != nullptr) continue;
     // Zero-filled by the OS: every entry starts as nullptr.
-    void* memory = os_map(sizeof(Leaf));
+    void* memory = os_map_aligned(sizeof(Leaf), kLeafAlignment);
     if (memory == nullptr) return false;
     root_[i].store(static_cast<Leaf*>(memory), std::memory_order_release);
     leaves_.fetch_add(1, std::memory_order_relaxed);
-    const auto leaf = reinterpret_cast<std::uintptr_t>(memory);
-    if (leaf <= kHotLeafMask) hot_.store(leaf | (i << kHotIndexShift), std::memory_order_release);
+    hot_.store(hot_word(reinterpret_cast<std::uintptr_t>(memory), i), std::memory_order_release);
   }
   return true;
 }

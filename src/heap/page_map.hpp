@@ -35,14 +35,14 @@ class PageMap {
     // followed by an allocation (the free's push waits for the class): measured
     // 1 ns of a 6 ns pair with random sizes.
     const std::uintptr_t hot = hot_.load(std::memory_order_acquire);
-    const Leaf* leaf;
-    if (MEMPOOL_LIKELY(root_index == hot >> kHotIndexShift && hot != 0)) {
-      leaf = reinterpret_cast<const Leaf*>(hot & kHotLeafMask);
-    } else {
-      if (MEMPOOL_UNLIKELY(root_index >= kRootSize)) return 0;
-      leaf = root_[root_index].load(std::memory_order_acquire);
-      if (MEMPOOL_UNLIKELY(leaf == nullptr)) return 0;
+    if (MEMPOOL_LIKELY(root_index == (hot & kHotIndexMask))) {
+      // base + page * 8 is the entry's address in the hot leaf (see hot_).
+      return reinterpret_cast<const Entry*>((hot & ~kHotIndexMask) + page * sizeof(Entry))
+          ->load(std::memory_order_relaxed);
     }
+    if (MEMPOOL_UNLIKELY(root_index >= kRootSize)) return 0;
+    const Leaf* leaf = root_[root_index].load(std::memory_order_acquire);
+    if (MEMPOOL_UNLIKELY(leaf == nullptr)) return 0;
     return leaf->entries[page & (kLeafSize - 1)].load(std::memory_order_relaxed);
   }
   // The span holding the page of p, or nullptr.
@@ -74,17 +74,34 @@ class PageMap {
   }
 
  private:
+  using Entry = std::atomic<std::uintptr_t>;
   struct Leaf {
-    std::atomic<std::uintptr_t> entries[kLeafSize];
+    Entry entries[kLeafSize];
   };
-  // hot_: the newest leaf's address (below 2^47) with its root index in the 17
-  // bits above; 0 until a leaf exists. One word, so no reader pairs a leaf with
-  // the wrong index.
-  static constexpr unsigned kHotIndexShift = kAddressBits - 1;
-  static constexpr std::uintptr_t kHotLeafMask = (std::uintptr_t{1} << kHotIndexShift) - 1;
-  static_assert(kRootBits + kHotIndexShift == 64);
+  // hot_: the newest leaf as one word, so that no reader pairs a leaf with the wrong
+  // root index. Its low 17 bits hold the leaf's root index; the rest is the leaf's
+  // address less root index x kLeafSize entries, the base from which the whole page
+  // number indexes the leaf. Leaves are mapped aligned to 2^17 bytes, so the base's
+  // low bits are free for the index. Against the former layout (the index in the top
+  // bits, 0 for none) free() takes four instructions fewer: no shift, no 64-bit
+  // mask, no test for 0, no masking of the page number (one copy more).
+  static constexpr std::uintptr_t kHotIndexMask = (std::uintptr_t{1} << kRootBits) - 1;
+  static constexpr std::size_t kLeafAlignment = kHotIndexMask + 1;
+  static constexpr unsigned kLeafIndexShift = kLeafBits + 3;  // root index -> bytes
+  static_assert(sizeof(Entry) == std::size_t{1} << 3);
+  // Before the first leaf: root index 2^17 - 1, which no user-space pointer has (it
+  // is 2^48 - 2 GiB and up), with the base that indexes its pages from address 0. A
+  // free of such a pointer before the heap's first allocation reads below 2 MiB and
+  // faults there, as a null pointer does; from the first leaf on it takes the slow
+  // path, which rejects it.
+  static constexpr std::uintptr_t kHotUnset =
+      (std::uintptr_t{0} - (kHotIndexMask << kLeafIndexShift)) | kHotIndexMask;
+  static constexpr std::uintptr_t hot_word(std::uintptr_t leaf,
+                                           std::uintptr_t root_index) noexcept {
+    return (leaf - (root_index << kLeafIndexShift)) | root_index;
+  }
 
-  std::atomic<std::uintptr_t> hot_{0};
+  std::atomic<std::uintptr_t> hot_{kHotUnset};
   std::atomic<Leaf*> root_[kRootSize] = {};
   std::atomic<std::size_t> leaves_{0};
 };
