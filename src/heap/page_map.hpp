@@ -37,6 +37,7 @@ class PageMap {
     const std::uintptr_t hot = hot_.load(std::memory_order_acquire);
     if (MEMPOOL_LIKELY(root_index == (hot & kHotIndexMask))) {
       // base + page * 8 is the entry's address in the hot leaf (see hot_).
+      // NOLINTNEXTLINE(performance-no-int-to-ptr): the base is an integer by design
       return reinterpret_cast<const Entry*>((hot & ~kHotIndexMask) + page * sizeof(Entry))
           ->load(std::memory_order_relaxed);
     }
@@ -47,6 +48,7 @@ class PageMap {
   }
   // The span holding the page of p, or nullptr.
   MEMPOOL_ALWAYS_INLINE Span* lookup(const void* p) const noexcept {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): an entry is a tagged address
     return reinterpret_cast<Span*>(lookup_entry(p) & ~kSpanTagMask);
   }
 
