@@ -81,23 +81,27 @@ class PageMap {
     Entry entries[kLeafSize];
   };
   // hot_: the newest leaf as one word, so that no reader pairs a leaf with the wrong
-  // root index. Its low 17 bits hold the leaf's root index; the rest is the leaf's
+  // root index. Its low 18 bits hold the leaf's root index; the rest is the leaf's
   // address less root index x kLeafSize entries, the base from which the whole page
-  // number indexes the leaf. Leaves are mapped aligned to 2^17 bytes, so the base's
+  // number indexes the leaf. Leaves are mapped aligned to 2^18 bytes, so the base's
   // low bits are free for the index. Against the former layout (the index in the top
   // bits, 0 for none) free() takes four instructions fewer: no shift, no 64-bit
   // mask, no test for 0, no masking of the page number (one copy more).
-  static constexpr std::uintptr_t kHotIndexMask = (std::uintptr_t{1} << kRootBits) - 1;
+  static constexpr unsigned kHotIndexBits = kRootBits + 1;  // one more: kHotUnset's
+  static constexpr std::uintptr_t kHotIndexMask = (std::uintptr_t{1} << kHotIndexBits) - 1;
   static constexpr std::size_t kLeafAlignment = kHotIndexMask + 1;
   static constexpr unsigned kLeafIndexShift = kLeafBits + 3;  // root index -> bytes
   static_assert(sizeof(Entry) == std::size_t{1} << 3);
-  // Before the first leaf: root index 2^17 - 1, which no user-space pointer has (it
-  // is 2^48 - 2 GiB and up), with the base that indexes its pages from address 0. A
-  // free of such a pointer before the heap's first allocation reads below 2 MiB and
-  // faults there, as a null pointer does; from the first leaf on it takes the slow
-  // path, which rejects it.
+  // Before the first leaf: root index 2^18 - 1, past the 48-bit address space the map
+  // covers (x86-64's 47-bit user space, AArch64's 48-bit one, whose stack and mmap area
+  // lie in its last root index), with the base that indexes its pages from address 0.
+  // A free of a pointer from 2^49 - 2 GiB up, before the heap's first allocation,
+  // would read below 2 MiB and fault there, as a null pointer does; from the first
+  // leaf on such a pointer takes the slow path, which rejects it.
+  static constexpr std::uintptr_t kHotUnsetIndex = kHotIndexMask;
+  static_assert(kHotUnsetIndex >= kRootSize);
   static constexpr std::uintptr_t kHotUnset =
-      (std::uintptr_t{0} - (kHotIndexMask << kLeafIndexShift)) | kHotIndexMask;
+      (std::uintptr_t{0} - (kHotUnsetIndex << kLeafIndexShift)) | kHotUnsetIndex;
   static constexpr std::uintptr_t hot_word(std::uintptr_t leaf,
                                            std::uintptr_t root_index) noexcept {
     return (leaf - (root_index << kLeafIndexShift)) | root_index;

@@ -87,8 +87,10 @@ TEST(HeapPageMap, FindsEveryPageOfASpanAndNothingElse) {
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(~std::uintptr_t{0})), nullptr);
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(std::uintptr_t{1} << 60)), nullptr);
   EXPECT_EQ(g_page_map.lookup(nullptr), nullptr);
-  // The last root index, which the newest-leaf word holds before any leaf exists.
+  // The top of AArch64's user space (the last root index), and the root index past it
+  // that the newest-leaf word holds before any leaf exists.
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>((std::uintptr_t{1} << 48) - 4096)), nullptr);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>((std::uintptr_t{1} << 49) - 4096)), nullptr);
   EXPECT_EQ(g_page_map.lookup(older), older_span);
   mempool::deallocate(older);
   g_page_heap.lock();
