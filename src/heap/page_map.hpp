@@ -85,8 +85,8 @@ class PageMap {
   // address less root index x kLeafSize entries, the base from which the whole page
   // number indexes the leaf. Leaves are mapped aligned to 2^18 bytes, so the base's
   // low bits are free for the index. Against the former layout (the index in the top
-  // bits, 0 for none) free() takes four instructions fewer: no shift, no 64-bit
-  // mask, no test for 0, no masking of the page number (one copy more).
+  // bits, 0 for none) free() takes four instructions fewer: no 64-bit mask to
+  // load and apply (one imm32 `and`), no test for 0, no masking of the page number.
   static constexpr unsigned kHotIndexBits = kRootBits + 1;  // one more: kHotUnset's
   static constexpr std::uintptr_t kHotIndexMask = (std::uintptr_t{1} << kHotIndexBits) - 1;
   static constexpr std::size_t kLeafAlignment = kHotIndexMask + 1;
