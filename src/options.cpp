@@ -108,6 +108,25 @@ void read_flag(const char* name, bool* value) noexcept {
   if (!parse_flag(text, value)) write_stderr_line("ignoring ", name, "=", text);
 }
 
+void read_thp(const char* name, ThpOption* value) noexcept {
+  // Read once, as the others (read_bytes).
+  const char* text = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
+  if (text == nullptr) return;
+  if (std::strcmp(text, "auto") == 0) {
+    *value = ThpOption::kAuto;
+  } else if (std::strcmp(text, "always") == 0) {
+    *value = ThpOption::kAlways;
+  } else if (std::strcmp(text, "never") == 0) {
+    *value = ThpOption::kNever;
+  } else {
+    write_stderr_line("ignoring ", name, "=", text);
+  }
+}
+
+const char* thp_text(ThpOption o) noexcept {
+  return o == ThpOption::kAuto ? "auto" : o == ThpOption::kAlways ? "always" : "never";
+}
+
 // Decimal without allocating.
 const char* to_decimal(std::size_t v, char (&buf)[24]) noexcept {
   char* p = buf + sizeof buf - 1;
@@ -145,6 +164,7 @@ HeapOptions read_heap_options() noexcept {
   read_decimal("MEMPOOL_DECAY_MS", true, &o.decay_ms);
   read_decimal("MEMPOOL_HARDENED_SEED", false, &o.hardened_seed);
   read_decimal("MEMPOOL_HARDENED_SAMPLE", false, &o.hardened_sample);
+  read_thp("MEMPOOL_THP", &o.thp);
   if (o.verbose) {
     char a[24], b[24], c[24], d[24];
     write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),
@@ -158,7 +178,8 @@ HeapOptions read_heap_options() noexcept {
         "options: MEMPOOL_DIRECT_CACHE_BYTES=", to_decimal(o.direct_cache_bytes, a),
         " MEMPOOL_DECAY_MS=", o.decay_ms == kNeverDecay ? "never" : to_decimal(o.decay_ms, b));
     write_stderr_line("options: MEMPOOL_MEMORY_LIMIT=",
-                      o.memory_limit == 0 ? "0 (none)" : to_decimal(o.memory_limit, c));
+                      o.memory_limit == 0 ? "0 (none)" : to_decimal(o.memory_limit, c),
+                      " MEMPOOL_THP=", thp_text(o.thp));
     if (o.hardened_seed != 0)
       write_stderr_line("options: MEMPOOL_HARDENED_SEED=", to_decimal(o.hardened_seed, d));
     if (o.hardened_sample != kDefaultHardenedSample)

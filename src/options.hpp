@@ -12,6 +12,9 @@ inline constexpr std::uint64_t kNeverDecay = ~std::uint64_t{0};
 // every block of a class the class's size (docs/options.md, "The hardened library").
 inline constexpr std::uint64_t kDefaultHardenedSample = 16;
 
+// MEMPOOL_THP (the page heap's ThpMode, hugepage_filler.hpp).
+enum class ThpOption : std::uint8_t { kAuto, kAlways, kNever };
+
 struct HeapOptions {
   std::size_t release_threshold = std::size_t{128} << 20;        // MEMPOOL_RELEASE_THRESHOLD
   std::size_t thread_cache_bytes = std::size_t{8} << 20;         // MEMPOOL_THREAD_CACHE_BYTES
@@ -24,8 +27,9 @@ struct HeapOptions {
   std::uint64_t hardened_seed = 0;
   // MEMPOOL_HARDENED_SAMPLE: the hardened library guards 1 in this many small spans (1: all)
   std::uint64_t hardened_sample = kDefaultHardenedSample;
-  bool show_stats = false;  // MEMPOOL_SHOW_STATS
-  bool verbose = false;     // MEMPOOL_VERBOSE
+  ThpOption thp = ThpOption::kAuto;  // MEMPOOL_THP: auto, always or never
+  bool show_stats = false;           // MEMPOOL_SHOW_STATS
+  bool verbose = false;              // MEMPOOL_VERBOSE
 };
 
 // Reads the environment. Allocates nothing (the heap may be malloc itself).

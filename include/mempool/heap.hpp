@@ -148,6 +148,12 @@ struct HeapStats {
   std::size_t free_spans = 0;               // runs of free pages in the page heap
   std::size_t memory_limit = 0;             // set_memory_limit (0: none)
   std::size_t memory_limit_hits = 0;        // growths that found the heap above the limit
+  bool huge_pages = false;                  // the heap asks for transparent huge pages
+                                            // (MEMPOOL_THP and the system allow them)
+  std::size_t bytes_huge_advised = 0;       // of bytes_mapped, advised MADV_HUGEPAGE
+  std::size_t bytes_free_partial_huge = 0;  // of bytes_free_in_page_heap, in huge pages
+                                            // partly in use (kept until they fill or break)
+  std::size_t huge_pages_broken = 0;        // huge pages partly given back under pressure
   std::size_t thread_caches = 0;            // threads with a cache now
   std::size_t class_count = 0;              // entries of `classes` in use
   HeapClassStats classes[kHeapMaxClasses];

@@ -73,6 +73,9 @@ bool apply_options() noexcept {
   g_page_heap.set_release_threshold(options.release_threshold);
   g_page_heap.set_direct_cache_bytes(options.direct_cache_bytes);
   g_page_heap.set_decay_ms(options.decay_ms == kNeverDecay ? PageHeap::kNoDecay : options.decay_ms);
+  g_page_heap.set_thp_mode(options.thp == ThpOption::kNever    ? ThpMode::kNever
+                           : options.thp == ThpOption::kAlways ? ThpMode::kAlways
+                                                               : ThpMode::kAuto);
   set_thread_cache_budget(options.thread_cache_bytes, options.total_thread_cache_bytes);
   // Only when set: a limit the program set before the heap started stays.
   if (options.memory_limit != 0) g_page_heap.set_memory_limit(options.memory_limit);

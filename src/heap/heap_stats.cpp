@@ -76,6 +76,10 @@ HeapStats stats() noexcept {
   st.bytes_metadata = g_metadata.bytes_mapped() + g_page_map.bytes_mapped();
   st.memory_limit = g_page_heap.memory_limit();
   st.memory_limit_hits = ph.limit_hits;
+  st.huge_pages = g_page_heap.huge_pages_enabled();
+  st.bytes_huge_advised = ph.bytes_huge_advised;
+  st.bytes_free_partial_huge = ph.bytes_free_partial_huge;
+  st.huge_pages_broken = ph.huge_pages_broken;
   return st;
 }
 
@@ -139,6 +143,14 @@ void print_heap_stats(FILE* out, int fd) noexcept {
     print_line(out, fd,
                "  memory limit        %10.2f MiB  (resident %.2f MiB; reached %zu times)\n",
                mib(st.memory_limit), mib(st.bytes_resident), st.memory_limit_hits);
+  }
+  if (st.huge_pages) {
+    print_line(out, fd,
+               "  huge pages          %10.2f MiB  advised (%.2f MiB free in partly used ones; "
+               "%zu broken)\n",
+               mib(st.bytes_huge_advised), mib(st.bytes_free_partial_huge), st.huge_pages_broken);
+  } else {
+    print_line(out, fd, "  huge pages                 off\n");
   }
   print_line(out, fd, "  %10s %12s %12s %14s %14s %8s %12s\n", "class size", "in use", "in use KiB",
              "thread caches", "central cache", "spans", "reserved KiB");

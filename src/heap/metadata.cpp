@@ -30,11 +30,13 @@ void* MetadataArena::allocate(std::size_t bytes) noexcept {
   if (chunk_next_ != nullptr && misalignment != 0) chunk_next_ += rounded - misalignment;
   if (chunk_next_ > chunk_end_ || static_cast<std::size_t>(chunk_end_ - chunk_next_) < rounded) {
     // The tail of the old chunk is dropped: at most 64 KiB per 1 MiB.
-    auto* chunk = static_cast<char*>(os_map(kChunkBytes));
+    auto* chunk = static_cast<char*>(huge_pages_ ? os_map_aligned(chunk_bytes_, chunk_bytes_)
+                                                 : os_map(chunk_bytes_));
     if (chunk == nullptr) return nullptr;
+    if (huge_pages_) os_advise_huge_pages(chunk, chunk_bytes_, true);
     chunk_next_ = chunk;
-    chunk_end_ = chunk + kChunkBytes;
-    bytes_mapped_ += kChunkBytes;
+    chunk_end_ = chunk + chunk_bytes_;
+    bytes_mapped_ += chunk_bytes_;
   }
   void* p = chunk_next_;  // fresh from the OS: already zero
   chunk_next_ += rounded;
@@ -48,6 +50,12 @@ void MetadataArena::deallocate(void* p, std::size_t bytes) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
   b->next = free_[c];
   free_[c] = b;
+}
+
+void MetadataArena::use_huge_pages() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  huge_pages_ = true;
+  chunk_bytes_ = std::size_t{2} << 20;  // a huge page (hugepage_filler.hpp)
 }
 
 std::size_t MetadataArena::bytes_mapped() const noexcept {

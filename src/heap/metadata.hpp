@@ -32,6 +32,9 @@ class MetadataArena {
   }
 
   [[nodiscard]] std::size_t bytes_mapped() const noexcept;
+  // From now on chunks are whole huge pages, advised MADV_HUGEPAGE: the page heap
+  // asks once the heap is large enough that its spans fill them (page_heap.cpp).
+  void use_huge_pages() noexcept;
 
   // fork(): the child must not inherit a locked mutex.
   void lock() noexcept { mutex_.lock(); }
@@ -46,6 +49,8 @@ class MetadataArena {
   char* chunk_next_ = nullptr;
   char* chunk_end_ = nullptr;
   std::size_t bytes_mapped_ = 0;
+  std::size_t chunk_bytes_ = kChunkBytes;
+  bool huge_pages_ = false;
 };
 
 extern constinit MetadataArena g_metadata;

@@ -107,6 +107,22 @@ Span* PageHeap::find_free(std::size_t pages) noexcept {
   return nullptr;
 }
 
+// `pages` pages at a multiple of align_pages: a span of pages + align_pages - 1 always
+// holds them; failing that, a big span whose start happens to lie close enough to
+// an aligned page (the committed edge, on a huge page, for one).
+Span* PageHeap::find_free(std::size_t pages, std::size_t align_pages) noexcept {
+  if (Span* s = find_free(pages + align_pages - 1); s != nullptr || align_pages == 1) return s;
+  const auto fits = [&](const Span* s) {
+    const std::size_t head =
+        ((s->first_page() + align_pages - 1) & ~(align_pages - 1)) - s->first_page();
+    return s->pages >= head + pages;
+  };
+  for (SpanList* l : {&resident_large_, &released_large_})
+    for (Span* s = l->first(); s != nullptr; s = s->next)
+      if (fits(s)) return s;
+  return nullptr;
+}
+
 // Growth. The heap's pages come from one reservation of address space, committed
 // downward (the kernel places mappings top-down, so the next reservation usually
 // fits right below this one): successive growths are contiguous, and a free span
@@ -125,14 +141,18 @@ bool PageHeap::grow(std::size_t pages) noexcept {
     // elsewhere (or none could be had); then they are a free span of their own, and
     // the request takes a region of its full size.
     const std::uintptr_t edge_start = edge->start;
-    const std::size_t lacking = pages - edge->pages;
+    const std::size_t lacking =
+        pages > edge->pages ? HugePageFiller::round_up(pages - edge->pages) : 0;
+    if (lacking == 0) return true;  // the edge holds them (aligned requests: find_free)
     const std::uintptr_t start = map_region(lacking);
     if (start == 0) return false;
     if (start + (lacking << kHeapPageShift) == edge_start) return true;
   }
-  const std::size_t region = pages < kRegionPages ? kRegionPages : pages;
+  // Whole huge pages, so that the committed edge stays on a huge-page boundary.
+  const std::size_t need = HugePageFiller::round_up(pages);
+  const std::size_t region = need < kRegionPages ? kRegionPages : need;
   if (map_region(region) != 0) return true;
-  return region > pages && map_region(pages) != 0;  // the big region was refused: the need
+  return region > need && map_region(need) != 0;  // the big region was refused: the need
 }
 
 const Span* PageHeap::edge_span() const noexcept {
@@ -145,19 +165,23 @@ std::uintptr_t PageHeap::reserved_below(std::size_t bytes) noexcept {
   const std::size_t size = std::max(kReserveBytes, bytes);
   const std::size_t count = reservation_count_.load(std::memory_order_relaxed);
   Reservation* last = count != 0 && count <= kMaxReservations ? &reservations_[count - 1] : nullptr;
+  ensure_thp_mode();
   if (reserve_low_ > size && os_reserve(address_as(reserve_low_ - size), size) != nullptr) {
     reserve_low_ -= size;  // contiguous with the last
+    advise(reserve_low_, size);
     if (last != nullptr) last->low.store(reserve_low_, std::memory_order_relaxed);
     return commit_low_ - bytes;
   }
-  void* r = os_reserve(nullptr, size + kHeapPageSize);
+  // A huge page more, so that the committed part starts on a huge-page boundary.
+  void* r = os_reserve(nullptr, size + kHugePageSize);
   if (r == nullptr) return 0;
   if (commit_low_ > reserve_low_) {
     os_unreserve(address_as(reserve_low_), commit_low_ - reserve_low_);
     if (last != nullptr) last->low.store(commit_low_, std::memory_order_relaxed);
   }
   reserve_low_ = reinterpret_cast<std::uintptr_t>(r);
-  commit_low_ = (reserve_low_ + size + kHeapPageSize) & ~(kHeapPageSize - 1);
+  commit_low_ = (reserve_low_ + size + kHugePageSize) & ~(kHugePageSize - 1);
+  advise(reserve_low_, commit_low_ - reserve_low_);
   if (count < kMaxReservations) {
     reservations_[count].low.store(reserve_low_, std::memory_order_relaxed);
     reservations_[count].high.store(commit_low_, std::memory_order_relaxed);
@@ -183,8 +207,9 @@ std::uintptr_t PageHeap::map_region(std::size_t pages) noexcept {
   const std::uintptr_t at = reserved_below(bytes);
   // No address space to reserve (an address-space limit): a mapping of its own.
   const std::uintptr_t start =
-      at != 0 ? at : reinterpret_cast<std::uintptr_t>(os_map_aligned(bytes, kHeapPageSize));
+      at != 0 ? at : reinterpret_cast<std::uintptr_t>(os_map_aligned(bytes, kHugePageSize));
   if (start == 0) return 0;
+  if (at == 0) advise(start, bytes);
   Span* s = g_page_map.ensure(start >> kHeapPageShift, pages) ? g_metadata.create<Span>() : nullptr;
   if (s == nullptr || (at != 0 && !os_commit(address_as(at), bytes))) {
     if (s != nullptr) g_metadata.destroy(s);
@@ -193,6 +218,16 @@ std::uintptr_t PageHeap::map_region(std::size_t pages) noexcept {
   }
   if (at != 0) commit_low_ = at;
   add_mapped(bytes);
+  region_bytes_ += bytes;
+  // The metadata every operation touches (page-map leaves, spans) on huge pages
+  // where it is dense: from 256 MiB of spans a leaf's entries fill an eighth of its
+  // huge page (the RSS it adds, under 1% of the heap's), at once under THP always.
+  if (filler_.enabled() && !metadata_on_huge_pages_ &&
+      (filler_.mode() == ThpMode::kAlways || region_bytes_ >= kDenseMetadataBytes)) {
+    metadata_on_huge_pages_ = true;
+    g_page_map.use_huge_pages();
+    g_metadata.use_huge_pages();
+  }
   s->start = start;
   s->pages = pages;
   s->released = true;  // never touched: not resident
@@ -238,22 +273,31 @@ void PageHeap::insert_free(Span* s) noexcept {
 }
 
 Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState state) noexcept {
-  const std::size_t want = pages + align_pages - 1;
-  if (pages == 0 || want < pages) return nullptr;
+  if (pages == 0 || pages + align_pages - 1 < pages) return nullptr;
   Unmaps unmaps;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (state == SpanState::kLarge) {
+    const HugePageFiller::LargeShape shape = filler_.large_shape(pages, align_pages);
+    pages = shape.pages;
+    align_pages = shape.align_pages;
+  }
+  const std::size_t want = pages + align_pages - 1;
   if (decay_ms_ != kNoDecay) decay_locked(now_ms(), unmaps);
-  Span* s = find_free(want);
+  Span* s = find_free(pages, align_pages);
+  if (s == nullptr && merge_released_pieces()) s = find_free(pages, align_pages);
   // Growth: fresh pages, or pages given back that fault in again.
   if (s == nullptr || s->released) {
     const LimitCheck limit = check_limit(want << kHeapPageShift, nullptr, unmaps);
     if (limit == LimitCheck::kRefuse) return nullptr;
-    if (limit == LimitCheck::kGrow) s = find_free(want);  // the free pages went back
+    if (limit == LimitCheck::kGrow) s = find_free(pages, align_pages);  // the free pages went back
   }
   if (s == nullptr) {
+    // The heap grows at its committed edge, which is on a huge page: up to that
+    // alignment it needs only `pages` more.
+    const std::size_t need = align_pages <= kHugePagePages ? pages : want;
     // Out of memory: the cached mappings go first (an address-space limit counts them).
-    if (!grow(want) && !(drop_direct_cache() && grow(want))) return nullptr;
-    s = find_free(want);
+    if (!grow(need) && !(drop_direct_cache() && grow(need))) return nullptr;
+    s = find_free(pages, align_pages);
     if (s == nullptr) return nullptr;
   }
   unlist(s);
@@ -270,10 +314,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
   }
   if (s->pages > pages) {
     // Without metadata for the split the caller gets the longer span: still correct.
-    if (Span* rest = split(s, pages); rest != nullptr) {
-      map_free_span(rest);
-      list(rest);
-    }
+    s = carve(s, pages, align_pages == 1 && filler_.enabled());
   }
   s->reused = !s->released;  // released pages read as zeros again (MADV_DONTNEED)
   s->released = false;
@@ -281,7 +322,31 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
   s->size_class = 0;
   g_page_map.set_range(s->first_page(), s->pages, s);
   span_bytes_in_use_ += s->bytes();
+  recent_peak_in_use_ = std::max(recent_peak_in_use_, span_bytes_in_use_);
   return s;
+}
+
+Span* PageHeap::carve(Span* s, std::size_t pages, bool anywhere) noexcept {
+  const std::uintptr_t at =
+      anywhere ? HugePageFiller::place(s->first_page(), s->pages, pages) : s->first_page();
+  Span* placed = s;
+  // The end of s: s keeps its head, free (without metadata for the split, the
+  // start of s is taken instead).
+  if (at != s->first_page()) {
+    if (Span* tail = split(s, at - s->first_page()); tail != nullptr) {
+      map_free_span(s);
+      list(s);
+      placed = tail;
+    }
+  }
+  if (placed->pages > pages) {
+    // Without metadata the caller gets the longer span (see allocate).
+    if (Span* rest = split(placed, pages); rest != nullptr) {
+      map_free_span(rest);
+      list(rest);
+    }
+  }
+  return placed;
 }
 
 void PageHeap::free(Span* s) noexcept {
@@ -307,7 +372,7 @@ void PageHeap::free(Span* s) noexcept {
   const std::size_t limit = release_threshold_ == 0 || release_threshold_ > span_bytes_in_use_
                                 ? release_threshold_
                                 : span_bytes_in_use_;
-  if ((free_resident_pages_ << kHeapPageShift) > limit) release_down_to(limit / 4 * 3);
+  if ((free_resident_pages_ << kHeapPageShift) > limit) release_down_to(limit / 4 * 3, false);
   if (decay_ms_ != kNoDecay) decay_locked(now, unmaps);
 }
 
@@ -344,29 +409,139 @@ bool PageHeap::resize(Span* s, std::size_t pages) noexcept {
   return true;
 }
 
-void PageHeap::release(Span* s) noexcept {
+void PageHeap::release(Span* s, bool breaking) noexcept {
   unlist(s);
+  if (filler_.enabled() && !breaking) {
+    // Only the whole huge pages go back; the pieces at either end, in huge pages
+    // other spans use, stay resident as free spans of their own.
+    const PageRange whole = HugePageFiller::whole_huge_pages(s->first_page(), s->pages);
+    Span* middle = whole.count == 0 ? nullptr : s;
+    if (middle != nullptr && whole.first != s->first_page()) {
+      middle = split(s, whole.first - s->first_page());
+      map_free_span(s);
+      list(s);
+    }
+    if (middle != nullptr && middle->pages > whole.count) {
+      if (Span* tail = split(middle, whole.count); tail != nullptr) {
+        map_free_span(tail);
+        list(tail);
+      } else {
+        map_free_span(middle);  // no metadata for the split: it stays resident
+        list(middle);
+        return;
+      }
+    }
+    if (middle == nullptr) {  // nothing whole, or no metadata for the split
+      if (whole.count == 0) list(s);
+      return;
+    }
+    s = middle;
+    map_free_span(s);
+    // A huge page broken before (MADV_NOHUGEPAGE) may be whole again now.
+    if (huge_pages_broken_ != 0) os_advise_huge_pages(address_as(s->start), s->bytes(), true);
+  } else if (filler_.enabled()) {
+    // Breaking: the huge pages the span shares with spans in use are marked first,
+    // so that khugepaged does not fill their given-back pages in again.
+    const PageRange whole = HugePageFiller::whole_huge_pages(s->first_page(), s->pages);
+    const std::uintptr_t first_huge = s->first_page() & ~(kHugePagePages - 1);
+    const std::uintptr_t end_huge = HugePageFiller::round_up(s->first_page() + s->pages);
+    if (whole.count == 0 || whole.first != s->first_page()) {
+      os_advise_huge_pages(address_as(first_huge << kHeapPageShift), kHugePageSize, false);
+      ++huge_pages_broken_;
+    }
+    if (whole.first + whole.count != s->first_page() + s->pages &&
+        end_huge - kHugePagePages != first_huge) {
+      os_advise_huge_pages(address_as((end_huge - kHugePagePages) << kHeapPageShift), kHugePageSize,
+                           false);
+      ++huge_pages_broken_;
+    }
+  }
   os_release(address_as(s->start), s->bytes());
   s->released = true;
   list(s);
 }
 
-void PageHeap::release_down_to(std::size_t resident_bytes) noexcept {
-  while ((free_resident_pages_ << kHeapPageShift) > resident_bytes) {
-    Span* victim = resident_large_.first();
-    for (std::size_t n = kMaxListPages; victim == nullptr && n > 0; --n)
-      victim = resident_[n].first();
-    if (victim == nullptr) break;
-    release(victim);
+// The biggest spans first (those over kMaxListPages, then down the exact lists).
+// Without breaking, only spans that hold a whole huge page can give any back: those
+// over 2 MiB, so over kMaxListPages.
+void PageHeap::release_down_to(std::size_t resident_bytes, bool breaking) noexcept {
+  const auto above = [&] { return (free_resident_pages_ << kHeapPageShift) > resident_bytes; };
+  const auto release_list = [&](SpanList& l) {
+    // release() lists what it leaves resident at the front: behind this walk.
+    for (Span* s = l.first(); s != nullptr && above();) {
+      Span* next = s->next;
+      release(s, breaking);
+      s = next;
+    }
+  };
+  release_list(resident_large_);
+  if (filler_.enabled() && !breaking) return;
+  for (std::size_t n = kMaxListPages; n > 0 && above(); --n)
+    release_list(resident_[n]);
+}
+
+bool PageHeap::merge_released_pieces() noexcept {
+  bool merged = false;
+  // Released pieces are whole huge pages, so over kMaxListPages.
+  for (Span* s = released_large_.first(); s != nullptr;) {
+    Span* next = s->next;
+    const Span* left = span_at_page(s->first_page() - 1);
+    const Span* right = span_at_page(s->last_page() + 1);
+    const bool left_free = left != nullptr && left->state == SpanState::kFree;
+    const bool right_free = right != nullptr && right->state == SpanState::kFree;
+    if (left_free || right_free) {
+      // insert_free destroys the neighbours it takes in: the walk steps past them.
+      while (next != nullptr && ((left_free && next == left) || (right_free && next == right)))
+        next = next->next;
+      unlist(s);
+      insert_free(s);  // coalesces, then lists at the front: behind this walk
+      merged = true;
+    }
+    s = next;
   }
+  return merged;
 }
 
 void PageHeap::release_all() noexcept {
   Unmaps unmaps;
   std::lock_guard<std::mutex> lock(mutex_);
-  release_down_to(0);
+  release_down_to(0, true);
   while (Span* s = oldest_cached())
     evict(s, unmaps);
+}
+
+void PageHeap::set_thp_mode(ThpMode mode) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  filler_.set_mode(mode);
+  thp_mode_set_ = true;
+  // The address space reserved before the options were read (the dynamic loader
+  // allocates first) takes the advice now.
+  const std::size_t count =
+      std::min(reservation_count_.load(std::memory_order_relaxed), kMaxReservations);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uintptr_t low = reservations_[i].low.load(std::memory_order_relaxed);
+    const std::uintptr_t high = reservations_[i].high.load(std::memory_order_relaxed);
+    if (high > low) advise(low, high - low);
+  }
+}
+
+bool PageHeap::huge_pages_enabled() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return filler_.enabled();
+}
+
+void PageHeap::ensure_thp_mode() noexcept {
+  if (thp_mode_set_) return;
+  filler_.set_mode(ThpMode::kAuto);
+  thp_mode_set_ = true;
+}
+
+void PageHeap::advise(std::uintptr_t start, std::size_t bytes) noexcept {
+  if (filler_.enabled()) {
+    os_advise_huge_pages(address_as(start), bytes, true);
+  } else if (filler_.mode() == ThpMode::kNever) {
+    os_advise_huge_pages(address_as(start), bytes, false);  // even where the system says always
+  }
 }
 
 void PageHeap::set_release_threshold(std::size_t bytes) noexcept {
@@ -403,17 +578,27 @@ void PageHeap::decay(std::uint64_t now) noexcept {
 void PageHeap::decay_locked(std::uint64_t now, Unmaps& out) noexcept {
   if (decay_ms_ == kNoDecay || now < next_decay_) return;
   next_decay_ = now + (decay_ms_ >= 4 ? decay_ms_ / 4 : 1);
+  // Demand well below its recent peak (under half) is pressure: this pass breaks
+  // huge pages; otherwise only whole free huge pages go back. The peak forgets a
+  // quarter a pass, and after a break starts again from the demand of now.
+  const bool breaking = span_bytes_in_use_ < recent_peak_in_use_ / 2;
+  recent_peak_in_use_ =
+      breaking ? span_bytes_in_use_ : std::max(span_bytes_in_use_, recent_peak_in_use_ / 4 * 3);
   if (free_resident_pages_ == 0 && direct_cached_ == 0) return;
   const auto expired = [&](const Span* s) { return s->free_since + decay_ms_ <= now; };
   auto release_expired = [&](SpanList& l) {
+    // release() lists what it leaves resident at the front: behind this walk.
     for (Span* s = l.first(); s != nullptr;) {
-      Span* next = s->next;  // release() moves s to a released list
-      if (expired(s)) release(s);
+      Span* next = s->next;
+      if (expired(s)) release(s, breaking);
       s = next;
     }
   };
-  for (std::size_t n = 1; n <= kMaxListPages && free_resident_pages_ != 0; ++n)
-    release_expired(resident_[n]);
+  // Without breaking only spans over 2 MiB hold a whole huge page to give back.
+  if (!filler_.enabled() || breaking) {
+    for (std::size_t n = 1; n <= kMaxListPages && free_resident_pages_ != 0; ++n)
+      release_expired(resident_[n]);
+  }
   release_expired(resident_large_);
   // Oldest last: evict from the back while expired.
   while (Span* s = oldest_cached()) {
@@ -506,11 +691,19 @@ bool PageHeap::grow_direct(Span*& s, std::size_t pages, std::size_t alignment) n
 Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
   const std::size_t pages = (bytes + kHeapPageSize - 1) >> kHeapPageShift;
   if (pages == 0 || (pages << kHeapPageShift) < bytes) return nullptr;
-  const std::size_t align = alignment > kHeapPageSize ? alignment : kHeapPageSize;
   Span* s = nullptr;
+  std::size_t align = alignment > kHeapPageSize ? alignment : kHeapPageSize;
+  bool huge = false;
+  bool never_huge = false;
   {
     Unmaps unmaps;
     std::lock_guard<std::mutex> lock(mutex_);
+    // On huge pages: a mapping that starts on one (the kernel then backs all of
+    // it but the tail with huge pages).
+    ensure_thp_mode();
+    huge = filler_.enabled();
+    never_huge = filler_.mode() == ThpMode::kNever;
+    if (huge && align < kHugePageSize) align = kHugePageSize;
     if (decay_ms_ != kNoDecay) decay_locked(now_ms(), unmaps);
     // The cached mapping that costs least: a page too many is a page unmapped
     // (cheap), a page too few a page that faults when the mapping grows (about
@@ -559,6 +752,7 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
     memory = os_map_aligned(pages << kHeapPageShift, align);
     if (memory == nullptr) return nullptr;
   }
+  if (huge || never_huge) os_advise_huge_pages(memory, pages << kHeapPageShift, huge);
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(memory) >> kHeapPageShift;
   s = g_page_map.ensure(first, pages) ? g_metadata.create<Span>() : nullptr;
@@ -627,6 +821,17 @@ PageHeapStats PageHeap::stats() const noexcept {
   st.free_spans = free_spans_;
   st.bytes_mapped_peak = mapped_peak_;
   st.limit_hits = limit_hits_;
+  if (filler_.enabled()) {
+    st.bytes_huge_advised = region_bytes_ + direct_bytes_ + direct_cached_bytes_;
+    const auto add_partial = [&](const SpanList& l) {
+      for (const Span* s = l.first(); s != nullptr; s = s->next)
+        st.bytes_free_partial_huge += HugePageFiller::partial_bytes(s->first_page(), s->pages);
+    };
+    add_partial(resident_large_);
+    for (std::size_t n = 1; n <= kMaxListPages; ++n)
+      add_partial(resident_[n]);
+  }
+  st.huge_pages_broken = huge_pages_broken_;
   return st;
 }
 
@@ -671,7 +876,7 @@ PageHeap::LimitCheck PageHeap::check_limit(std::size_t bytes, const Span* keep,
     return LimitCheck::kBelow;
   }
   ++limit_hits_;
-  release_down_to(0);
+  release_down_to(0, true);
   for (Span* s = direct_cache_.first(); s != nullptr;) {
     Span* next = s->next;  // evict() takes s off the list
     if (s != keep) evict(s, out);

@@ -7,6 +7,14 @@
 // (trimmed or grown with mremap to its size). One mutex; it is taken only when a
 // span is created or freed, never on the thread-cache path.
 //
+// Huge pages (MEMPOOL_THP, hugepage_filler.hpp): reservations and commits are whole
+// 2 MiB huge pages, advised MADV_HUGEPAGE where the system asks for it; spans are
+// placed by the filler so that partly used huge pages fill first; decay and the
+// release threshold give back only whole free huge pages. A huge page is broken
+// (its free pages given back, MADV_NOHUGEPAGE first so that khugepaged does not
+// fill it in again) only under pressure: the memory limit, collect(), or demand
+// below half its recent peak.
+//
 // The soft memory limit (set_memory_limit) is checked only where the heap is about
 // to grow: before it maps memory or faults in pages it gave back. Above the limit
 // it first gives back its own free pages and cached mappings; if that is not
@@ -21,22 +29,26 @@
 #include <cstdint>
 #include <mutex>
 
+#include "hugepage_filler.hpp"
 #include "span.hpp"
 
 namespace mempool::detail {
 
 struct PageHeapStats {
-  std::size_t bytes_mapped = 0;         // from the OS, direct mappings included
-  std::size_t bytes_free_resident = 0;  // free spans not given back (an upper bound)
-  std::size_t bytes_free_released = 0;  // free spans given back or never touched
-  std::size_t bytes_in_spans = 0;       // spans handed out (small and large), direct ones aside
-  std::size_t bytes_direct = 0;         // direct mappings in use
-  std::size_t bytes_direct_cached = 0;  // freed direct mappings kept for reuse (resident)
-  std::size_t direct_cached = 0;        // how many
-  std::size_t direct_in_use = 0;        // direct mappings in use
-  std::size_t free_spans = 0;           // free spans, resident or given back
-  std::size_t bytes_mapped_peak = 0;    // the most bytes_mapped has been
-  std::size_t limit_hits = 0;           // growths that found the heap above the memory limit
+  std::size_t bytes_mapped = 0;             // from the OS, direct mappings included
+  std::size_t bytes_free_resident = 0;      // free spans not given back (an upper bound)
+  std::size_t bytes_free_released = 0;      // free spans given back or never touched
+  std::size_t bytes_in_spans = 0;           // spans handed out (small and large), direct ones aside
+  std::size_t bytes_direct = 0;             // direct mappings in use
+  std::size_t bytes_direct_cached = 0;      // freed direct mappings kept for reuse (resident)
+  std::size_t direct_cached = 0;            // how many
+  std::size_t direct_in_use = 0;            // direct mappings in use
+  std::size_t free_spans = 0;               // free spans, resident or given back
+  std::size_t bytes_mapped_peak = 0;        // the most bytes_mapped has been
+  std::size_t limit_hits = 0;               // growths that found the heap above the memory limit
+  std::size_t bytes_huge_advised = 0;       // mapped and advised MADV_HUGEPAGE (0 under THP never)
+  std::size_t bytes_free_partial_huge = 0;  // free resident pages in partly used huge pages
+  std::size_t huge_pages_broken = 0;        // huge pages partly given back (MADV_NOHUGEPAGE)
 };
 
 class PageHeap {
@@ -59,8 +71,13 @@ class PageHeap {
   // back to the OS.
   void unmap_direct(Span* s) noexcept;
 
-  // Gives every free resident page and every cached mapping back to the OS.
+  // Gives every free resident page and every cached mapping back to the OS, huge
+  // pages partly in use broken.
   void release_all() noexcept;
+  // MEMPOOL_THP: applied to the address space reserved so far and to what comes
+  // after. Until it is called the heap follows the system (ThpMode::kAuto).
+  void set_thp_mode(ThpMode mode) noexcept;
+  [[nodiscard]] bool huge_pages_enabled() const noexcept;
   void set_release_threshold(std::size_t bytes) noexcept;
   // Cached direct mappings: at most `bytes` of them (0: none, unmapped at free).
   void set_direct_cache_bytes(std::size_t bytes) noexcept;
@@ -109,6 +126,7 @@ class PageHeap {
   static constexpr std::size_t kReserveBytes = std::size_t{1} << 30;
 
   Span* find_free(std::size_t pages) noexcept;
+  Span* find_free(std::size_t pages, std::size_t align_pages) noexcept;
   bool grow(std::size_t pages) noexcept;
   // The page heap's address space (page_heap.cpp, "Growth").
   // The free span whose first page is the committed edge, if any.
@@ -122,12 +140,27 @@ class PageHeap {
   // address space can be reserved.
   std::uintptr_t map_region(std::size_t pages) noexcept;
   Span* split(Span* s, std::size_t pages) noexcept;
+  // s is unlisted and free, pages < s->pages: the `pages` pages the filler places
+  // in s (`anywhere`; else its first pages, as an aligned request and THP never need), unlisted;
+  // the rest of s listed free again (without metadata for the split, more than `pages`).
+  Span* carve(Span* s, std::size_t pages, bool anywhere) noexcept;
+  // Free spans split by a release (a released run between resident pieces) merge
+  // again, so that a request bigger than each piece finds them before the heap
+  // grows. False when nothing merged.
+  bool merge_released_pieces() noexcept;
+  // The THP advice for a range of the heap's address space (nothing in kAuto where
+  // the system has no THP).
+  void advise(std::uintptr_t start, std::size_t bytes) noexcept;
+  void ensure_thp_mode() noexcept;
   void insert_free(Span* s) noexcept;  // coalesces, then lists
   void list(Span* s) noexcept;
   void unlist(Span* s) noexcept;
   SpanList& list_for(const Span* s) noexcept;
-  void release(Span* s) noexcept;
-  void release_down_to(std::size_t resident_bytes) noexcept;
+  // Gives a free resident span back to the OS: its whole huge pages only, split
+  // from the rest (which stays resident), or everything when `breaking` (or huge
+  // pages are off), the huge pages partly in use marked MADV_NOHUGEPAGE first.
+  void release(Span* s, bool breaking) noexcept;
+  void release_down_to(std::size_t resident_bytes, bool breaking) noexcept;
   // Decay, the lock held: at most every quarter of the decay time. Cached
   // mappings to unmap are handed to `out` (unmapped after the lock is dropped).
   struct Unmaps;
@@ -149,6 +182,15 @@ class PageHeap {
   LimitCheck check_limit(std::size_t bytes, const Span* keep, Unmaps& out) noexcept;
 
   mutable std::mutex mutex_;
+  HugePageFiller filler_;
+  bool thp_mode_set_ = false;
+  bool metadata_on_huge_pages_ = false;
+  static constexpr std::size_t kDenseMetadataBytes = std::size_t{256} << 20;
+  std::size_t region_bytes_ = 0;  // committed for spans (direct mappings aside)
+  std::size_t huge_pages_broken_ = 0;
+  // Bytes in spans at their highest since decay last looked, decaying by a quarter
+  // per decay pass: demand below half of it breaks huge pages (decay_locked).
+  std::size_t recent_peak_in_use_ = 0;
   SpanList resident_[kMaxListPages + 1];
   SpanList released_[kMaxListPages + 1];
   SpanList resident_large_;

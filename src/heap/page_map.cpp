@@ -12,13 +12,24 @@ bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
   for (std::uintptr_t i = first >> kLeafBits; i <= (last >> kLeafBits); ++i) {
     if (root_[i].load(std::memory_order_relaxed) != nullptr) continue;
     // Zero-filled by the OS: every entry starts as nullptr.
-    void* memory = os_map_aligned(sizeof(Leaf), kLeafAlignment);
+    // Aligned to its size, 2 MiB: one huge page, where it can be.
+    static_assert(sizeof(Leaf) >= kLeafAlignment);
+    void* memory = os_map_aligned(sizeof(Leaf), sizeof(Leaf));
     if (memory == nullptr) return false;
+    if (huge_pages_) os_advise_huge_pages(memory, sizeof(Leaf), true);
     root_[i].store(static_cast<Leaf*>(memory), std::memory_order_release);
     leaves_.fetch_add(1, std::memory_order_relaxed);
     hot_.store(hot_word(reinterpret_cast<std::uintptr_t>(memory), i), std::memory_order_release);
   }
   return true;
+}
+
+void PageMap::use_huge_pages() noexcept {
+  if (huge_pages_) return;
+  huge_pages_ = true;
+  for (std::size_t i = 0; i < kRootSize; ++i)
+    if (Leaf* leaf = root_[i].load(std::memory_order_relaxed); leaf != nullptr)
+      os_advise_huge_pages(leaf, sizeof(Leaf), true);
 }
 
 }  // namespace mempool::detail

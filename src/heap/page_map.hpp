@@ -70,6 +70,10 @@ class PageMap {
     for (std::size_t i = 0; i < count; ++i)
       set(first + i, s);
   }
+  // Every leaf, those mapped so far and those to come, advised MADV_HUGEPAGE (a
+  // leaf is one huge page, mapped aligned): the page heap asks once the heap is
+  // large enough that its entries fill them. Page heap lock held.
+  void use_huge_pages() noexcept;
   // Bytes of leaves mapped (metadata statistics).
   [[nodiscard]] std::size_t bytes_mapped() const noexcept {
     return leaves_.load(std::memory_order_relaxed) * sizeof(Leaf);
@@ -110,6 +114,7 @@ class PageMap {
   std::atomic<std::uintptr_t> hot_{kHotUnset};
   std::atomic<Leaf*> root_[kRootSize] = {};
   std::atomic<std::size_t> leaves_{0};
+  bool huge_pages_ = false;
 };
 
 // The heap's page map (src/heap/page_map.cpp); zero-initialised, never destroyed.

@@ -1,4 +1,5 @@
 // The only code in mempool that calls mmap and munmap.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -140,6 +141,39 @@ void os_release(void* p, std::size_t bytes) noexcept {
 bool os_protect(void* p, std::size_t bytes, bool accessible) noexcept {
   if (p == nullptr || bytes == 0) return true;
   return ::mprotect(p, bytes, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+}
+
+SystemHugePages os_system_huge_pages() noexcept {
+  // No allocation and no stdio: the heap may be malloc itself. The file reads
+  // "always [madvise] never", the bracketed word being the mode.
+  static const SystemHugePages mode = [] {
+    char text[128] = {};
+    const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return SystemHugePages::kNever;
+    const ssize_t n = ::read(fd, text, sizeof text - 1);
+    ::close(fd);
+    if (n <= 0) return SystemHugePages::kNever;
+    auto bracketed = [&](const char* word) {
+      for (const char* c = text; *c != '\0'; ++c) {
+        if (*c != '[') continue;
+        const char* w = word;
+        const char* t = c + 1;
+        while (*w != '\0' && *t == *w)
+          ++w, ++t;
+        if (*w == '\0' && *t == ']') return true;
+      }
+      return false;
+    };
+    if (bracketed("always")) return SystemHugePages::kAlways;
+    if (bracketed("madvise")) return SystemHugePages::kMadvise;
+    return SystemHugePages::kNever;
+  }();
+  return mode;
+}
+
+bool os_advise_huge_pages(void* p, std::size_t bytes, bool huge) noexcept {
+  if (p == nullptr || bytes == 0) return true;
+  return ::madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
 }
 
 }  // namespace detail

@@ -1023,9 +1023,10 @@ TEST(HeapApi, StatsPrint) {
   for (std::size_t c = 0; c < st.class_count; ++c)
     used += st.classes[c].spans != 0 ? 1 : 0;
   EXPECT_EQ(rows, used) << text;
-  for (const char* label : {"mempool heap statistics\n  in use", "\n  thread caches ",
-                            "\n  central cache ", "\n  page heap, free ", "\n  returned to the OS ",
-                            "\n  span tails ", "\n  = mapped ", "\n  memory limit "})
+  for (const char* label :
+       {"mempool heap statistics\n  in use", "\n  thread caches ", "\n  central cache ",
+        "\n  page heap, free ", "\n  returned to the OS ", "\n  span tails ", "\n  = mapped ",
+        "\n  memory limit ", "\n  huge pages "})
     EXPECT_NE(text.find(label), std::string::npos) << label << " missing in\n" << text;
   mp_free(p);
 }

@@ -2,6 +2,9 @@
 // resident set size.
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -127,6 +130,75 @@ inline std::size_t virtual_bytes() {
   }
   std::fclose(f);
   return kib * 1024;
+}
+
+// The mapping of this process that holds address p, from /proc/self/smaps: its
+// range, its VmFlags ("hg": MADV_HUGEPAGE, "nh": MADV_NOHUGEPAGE) and its
+// AnonHugePages. found is false when no mapping holds p.
+struct Mapping {
+  bool found = false;
+  std::uintptr_t start = 0;
+  std::uintptr_t end = 0;
+  std::string flags;
+  std::size_t anon_huge_bytes = 0;
+  [[nodiscard]] bool has_flag(const char* flag) const {
+    return (" " + flags + " ").find(std::string(" ") + flag + " ") != std::string::npos;
+  }
+};
+inline Mapping mapping_of(const void* p) {
+  Mapping m;
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return m;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  char line[512];
+  bool inside = false;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long low = 0, high = 0;
+    if (std::sscanf(line, "%llx-%llx ", &low, &high) == 2) {  // a mapping's first line
+      if (inside) break;                                      // past the mapping of p
+      inside = a >= low && a < high;
+      if (inside) {
+        m.found = true;
+        m.start = low;
+        m.end = high;
+      }
+    } else if (inside && std::strncmp(line, "AnonHugePages:", 14) == 0) {
+      m.anon_huge_bytes = std::strtoull(line + 14, nullptr, 10) * 1024;
+    } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+      m.flags = line + 8;
+      while (!m.flags.empty() && (m.flags.back() == '\n' || m.flags.back() == ' '))
+        m.flags.pop_back();
+      while (!m.flags.empty() && m.flags.front() == ' ')
+        m.flags.erase(0, 1);
+    }
+  }
+  std::fclose(f);
+  return m;
+}
+
+// The system's transparent huge pages: "always", "madvise" or "never" (also where
+// the kernel has none).
+inline std::string system_thp_mode() {
+  std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f == nullptr) return "never";
+  char line[128] = {};
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  if (!read) return "never";
+  const std::string text = line;
+  for (const char* mode : {"always", "madvise", "never"})
+    if (text.find(std::string("[") + mode + "]") != std::string::npos) return mode;
+  return "never";
+}
+
+// How many of the 4 KiB OS pages of [p, p + bytes) are resident (mincore); p
+// page-aligned. SIZE_MAX when mincore fails.
+inline std::size_t resident_pages(const void* p, std::size_t bytes) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((bytes + page - 1) / page);
+  if (::mincore(const_cast<void*>(p), bytes, in.data()) != 0) return SIZE_MAX;
+  return static_cast<std::size_t>(
+      std::count_if(in.begin(), in.end(), [](unsigned char c) { return (c & 1) != 0; }));
 }
 
 // "0x7f3a2c001040", as the misuse report writes a pointer.

@@ -198,26 +198,27 @@ TEST_F(HeapLargeReuse, PageHeapGrowsTheFreeSpanAtItsEdgeInPlace) {
   static PageHeap heap;
   heap.set_decay_ms(PageHeap::kNoDecay);  // nothing given back under a slow run
   const std::size_t mapped = heap.stats().bytes_mapped;
-  Span* first = heap.allocate(1600);  // 12.5 MiB
+  // Whole huge pages, which large spans are rounded to (hugepage_filler.hpp).
+  Span* first = heap.allocate(1536);  // 12 MiB
   ASSERT_NE(first, nullptr);
-  Span* below = heap.allocate(1600);
+  Span* below = heap.allocate(1536);
   ASSERT_NE(below, nullptr);
   EXPECT_EQ(below->start + below->bytes(), first->start) << "the second growth is contiguous";
   heap.free(first);
   auto* bytes = address_as<unsigned char>(below->start);
   std::memset(bytes, 0x42, below->bytes());
   const std::uintptr_t old_start = below->start;
-  heap.free(below);  // one free span of 3200 pages, at the edge
-  EXPECT_EQ(heap.stats().bytes_mapped, mapped + 3200 * kHeapPageSize);
-  Span* bigger = heap.allocate(5000);  // 39 MiB: no free span fits
+  heap.free(below);  // one free span of 3072 pages, at the edge
+  EXPECT_EQ(heap.stats().bytes_mapped, mapped + 3072 * kHeapPageSize);
+  Span* bigger = heap.allocate(4864);  // 38 MiB: no free span fits
   ASSERT_NE(bigger, nullptr);
-  EXPECT_EQ(heap.stats().bytes_mapped, mapped + 5000 * kHeapPageSize)
-      << "only the 1800 pages missing were mapped";
-  EXPECT_EQ(bigger->start + 1800 * kHeapPageSize, old_start) << "grown below, in place";
+  EXPECT_EQ(heap.stats().bytes_mapped, mapped + 4864 * kHeapPageSize)
+      << "only the 1792 pages missing were mapped";
+  EXPECT_EQ(bigger->start + 1792 * kHeapPageSize, old_start) << "grown below, in place";
   EXPECT_EQ(bytes[0], 0x42) << "the free span's pages kept their bytes: not faulted afresh";
-  EXPECT_EQ(bytes[1600 * kHeapPageSize - 1], 0x42);
+  EXPECT_EQ(bytes[1536 * kHeapPageSize - 1], 0x42);
   EXPECT_EQ(address_as<unsigned char>(bigger->start)[0], 0) << "the new pages are fresh";
-  for (std::size_t i = 0; i < 5000; i += 97)
+  for (std::size_t i = 0; i < 4864; i += 97)
     ASSERT_EQ(g_page_map.lookup(address_as<unsigned char>(bigger->start) + i * kHeapPageSize),
               bigger);
   EXPECT_TRUE(heap.reserved(bytes));
@@ -232,24 +233,27 @@ TEST_F(HeapLargeReuse, PageHeapGrowsElsewhereWhenTheReservationRunsOut) {
   static PageHeap heap;
   heap.set_decay_ms(PageHeap::kNoDecay);
   constexpr std::size_t kBig = 7680;  // 60 MiB: committed, never touched
-  Span* first = heap.allocate(1600);
+  Span* first = heap.allocate(1536);
   ASSERT_NE(first, nullptr);
-  // The reservation (1 GiB and a page) ends at the first span's end; keep the address
-  // space below it taken, so that the next reservation lands elsewhere.
+  // The reservation (1 GiB and a huge page) ends at most a huge page above the first
+  // span's end; keep the address space below it taken, so that the next reservation
+  // lands elsewhere.
   const std::uintptr_t top = first->start + first->bytes();
+  std::uintptr_t low = top - (std::size_t{1} << 30) - kHugePageSize;
+  while (!heap.reserved(address_as(low)))
+    low += page_size();
   const std::size_t blocker_bytes = std::size_t{16} << 20;
-  void* blocker = os_reserve(
-      address_as((top - (std::size_t{1} << 30) - kHeapPageSize) - blocker_bytes), blocker_bytes);
+  void* blocker = os_reserve(address_as(low - blocker_bytes), blocker_bytes);
   Span* spans[16];
-  for (Span*& s : spans) {  // 16 x 60 MiB: about 51 MiB of the reservation left
+  for (Span*& s : spans) {  // 16 x 60 MiB: 52 MiB of the reservation left, at most 54
     s = heap.allocate(kBig);
     ASSERT_NE(s, nullptr);
   }
   EXPECT_TRUE(heap.reserved(address_as(spans[15]->start)));
   heap.free(spans[15]);                      // the free span at the edge
-  Span* grown = heap.allocate(kBig + 7000);  // lacks 55 MiB: more than is left
+  Span* grown = heap.allocate(kBig + 7168);  // lacks 56 MiB: more than is left
   ASSERT_NE(grown, nullptr) << "the lacking pages went elsewhere, yet the request is served";
-  EXPECT_EQ(grown->pages, kBig + 7000);
+  EXPECT_EQ(grown->pages, kBig + 7168);
   for (std::size_t i = 0; i < grown->pages; i += 499)
     ASSERT_EQ(g_page_map.lookup(address_as<unsigned char>(grown->start) + i * kHeapPageSize),
               grown);

@@ -42,6 +42,18 @@ MEMPOOL_API void os_release(void* p, std::size_t bytes) noexcept;
 // the OS page size.
 MEMPOOL_API bool os_protect(void* p, std::size_t bytes, bool accessible) noexcept;
 
+// Transparent huge pages as the system sets them
+// (/sys/kernel/mm/transparent_hugepage/enabled): kNever also where the file is
+// missing (no THP in the kernel). Read once.
+enum class SystemHugePages : unsigned char { kNever, kMadvise, kAlways };
+MEMPOOL_API SystemHugePages os_system_huge_pages() noexcept;
+// Asks the kernel to back [p, p + bytes) with huge pages where it can
+// (MADV_HUGEPAGE), or never to (MADV_NOHUGEPAGE: khugepaged leaves it alone too).
+// Works on reserved (PROT_NONE) ranges as on committed ones; the flag stays with
+// the range when parts of it are committed later. false when the kernel refuses
+// (no THP support). p and bytes are multiples of the OS page size.
+MEMPOOL_API bool os_advise_huge_pages(void* p, std::size_t bytes, bool huge) noexcept;
+
 }  // namespace mempool::detail
 
 namespace mempool::testing {
