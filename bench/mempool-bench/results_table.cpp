@@ -147,11 +147,13 @@ std::string csv_field(const std::string& s) {
 
 const char* const kCsvHeader =
     "workload,case,allocator,label,repetition,threads,primary_metric,primary_value,ns_per_op,"
-    "ops_per_s,wall_s,peak_rss_kib,p50_ns,p99_ns,p999_ns,max_ns,skipped";
+    "ops_per_s,wall_s,peak_rss_kib,p50_ns,p99_ns,p999_ns,max_ns,skipped,minor_faults,"
+    "anon_huge_kib";
 
 std::string csv_row(const json& r) {
   auto num = [&](const char* key) -> std::string {
     if (!r.contains("metrics") || !r["metrics"].contains(key)) return "";
+    if (r["metrics"][key].is_null()) return "";  // anon_huge_kib of a program: not read
     return r["metrics"][key].dump();
   };
   auto latency = [&](const char* key) -> std::string {
@@ -166,7 +168,8 @@ std::string csv_row(const json& r) {
       << ',' << (metric.empty() ? "" : num(metric.c_str())) << ',' << num("ns_per_op") << ','
       << num("ops_per_s") << ',' << num("wall_s") << ',' << num("peak_rss_kib") << ','
       << latency("p50") << ',' << latency("p99") << ',' << latency("p999") << ',' << latency("max")
-      << ',' << csv_field(r.value("skipped", ""));
+      << ',' << csv_field(r.value("skipped", "")) << ',' << num("minor_faults") << ','
+      << num("anon_huge_kib");
   return row.str();
 }
 
