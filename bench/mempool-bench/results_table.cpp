@@ -51,6 +51,13 @@ void print_table(const std::vector<json>& records, const std::vector<std::string
     if (std::find(workloads.begin(), workloads.end(), r["workload"]) == workloads.end())
       workloads.push_back(r["workload"]);
   for (const std::string& w : workloads) {
+    // The columns: the allocators that ran this workload (in the suite, apps runs
+    // no in-process API and the huge-page configurations run bigheap-like cases only).
+    std::vector<std::string> columns;
+    for (const std::string& a : allocators)
+      if (std::any_of(records.begin(), records.end(),
+                      [&](const json& r) { return r["workload"] == w && r["allocator"] == a; }))
+        columns.push_back(a);
     std::vector<std::string> cases;
     std::map<std::pair<std::string, std::string>, std::vector<double>> values;
     std::map<std::pair<std::string, std::string>, std::vector<double>> rss;
@@ -82,7 +89,7 @@ void print_table(const std::vector<json>& records, const std::vector<std::string
     std::printf("\n%s: median %s, in brackets the ratio to glibc (above 1: better)\n", w.c_str(),
                 heading.c_str());
     std::printf("  %-24s", "case");
-    for (const std::string& a : allocators)
+    for (const std::string& a : columns)
       std::printf(" %22s", a.c_str());
     std::printf("\n");
     auto row = [&](const std::string& title, const std::string& c,
@@ -91,7 +98,7 @@ void print_table(const std::vector<json>& records, const std::vector<std::string
       std::printf("  %-24s", title.substr(0, 24).c_str());
       const auto base = from.find({c, "glibc"});
       const double glibc = base != from.end() ? median(base->second) : 0.0;
-      for (const std::string& a : allocators) {
+      for (const std::string& a : columns) {
         const auto it = from.find({c, a});
         if (it == from.end()) {
           std::printf(" %22s", "-");
