@@ -9,6 +9,15 @@ const std::vector<AllocatorInfo>& all_allocators() {
       {"glibc", true, {}, "libc6", "glibc's malloc, as the system has it"},
       {"mimalloc", true, {"libmimalloc.so.2", "libmimalloc.so"}, "libmimalloc-dev", "mimalloc"},
       {"jemalloc", true, {"libjemalloc.so.2", "libjemalloc.so"}, "libjemalloc-dev", "jemalloc"},
+      // The peers' opt-in huge pages: jemalloc asks for them (madvise) for its
+      // extents and its metadata. Run where a workload asks (bigheap, redis-bigheap).
+      {"jemalloc-thp",
+       true,
+       {"libjemalloc.so.2", "libjemalloc.so"},
+       "libjemalloc-dev",
+       "jemalloc with MALLOC_CONF=thp:always,metadata_thp:always (huge pages)",
+       false,
+       {"MALLOC_CONF=thp:always,metadata_thp:always"}},
       {"tcmalloc",
        true,
        {"libtcmalloc_minimal.so.4", "libtcmalloc.so.4"},
@@ -19,6 +28,14 @@ const std::vector<AllocatorInfo>& all_allocators() {
        {"libmempool-malloc.so"},
        "(this build)",
        "mempool as malloc: libmempool-malloc.so"},
+      // mempool's heap as before issue 26: no transparent huge pages.
+      {"mempool-thp-never",
+       true,
+       {"libmempool-malloc.so"},
+       "(this build)",
+       "mempool as malloc with MEMPOOL_THP=never (no huge pages)",
+       false,
+       {"MEMPOOL_THP=never"}},
       {"mempool-hardened",
        true,
        {"libmempool-malloc-hardened.so"},
@@ -38,6 +55,12 @@ const AllocatorInfo* find_allocator(std::string_view name) {
   for (const AllocatorInfo& a : all_allocators())
     if (name == a.name) return &a;
   return nullptr;
+}
+
+std::vector<std::string> allocator_env(std::string_view name) {
+  const AllocatorInfo* a = find_allocator(name);
+  if (a == nullptr) return {};
+  return {a->env.begin(), a->env.end()};
 }
 
 bool locate_library(const AllocatorInfo& a, const std::string& exe_dir, std::string* path,

@@ -55,11 +55,16 @@ struct AllocatorInfo {
   std::vector<const char*> libs;  // candidates, first found wins (empty: glibc itself)
   const char* package;            // the Debian package that brings it
   const char* what;
-  bool by_default = true;  // run when --allocators does not say which
+  bool by_default = true;  // run when --allocators does not say which (or a workload asks)
+  // Extra environment of the child and the programs it runs ("NAME=value"): a
+  // configuration of the library, such as jemalloc's MALLOC_CONF.
+  std::vector<const char*> env = {};
 };
 
 const std::vector<AllocatorInfo>& all_allocators();
 const AllocatorInfo* find_allocator(std::string_view name);
+// The allocator's extra environment ("NAME=value"), empty for an unknown name.
+std::vector<std::string> allocator_env(std::string_view name);
 // The library to preload for a preload allocator: "" for glibc, the path found,
 // or nothing when not installed (why says so). exe_dir: where mempool-bench is
 // (libmempool-malloc.so is one level up in a build tree).

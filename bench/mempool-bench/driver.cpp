@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -50,6 +51,13 @@ int run_child(const Options& o) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
+  // The faults and huge pages of the child itself, where the workload did not
+  // measure them (bigheap does while its heap is live; programs give their own).
+  if (result.contains("metrics") && result["metrics"].is_object()) {
+    json& m = result["metrics"];
+    if (!m.contains("minor_faults")) m["minor_faults"] = minor_faults_self();
+    if (!m.contains("anon_huge_kib")) m["anon_huge_kib"] = kib_or_null(anon_huge_kib(0));
+  }
   result["malloc_from"] = malloc_library();
   std::printf("%s\n", result.dump().c_str());
   return 0;
@@ -62,7 +70,7 @@ namespace {
 json spawn_child(const RunSpec& spec, const std::string& preload, double timeout_s) {
   const std::vector<std::string> args = child_args(exe_path(), spec);
   ProcessOptions options;
-  options.env = environment_with(preload);
+  options.env = environment_with(preload, allocator_env(spec.allocator));
   options.timeout_s = timeout_s;
   const ProcessResult r = run_process(args, options);
   std::string command;
@@ -184,6 +192,8 @@ int run_plan(const Options& o, const std::vector<Run>& runs, const Available& av
         {"schema", 1},       {"workload", r.spec.workload}, {"allocator", r.spec.allocator},
         {"label", o.label},  {"repetition", r.repetition},  {"threads", r.spec.threads},
         {"machine", machine}};
+    if (const std::vector<std::string> env = allocator_env(r.spec.allocator); !env.empty())
+      full["allocator_env"] = env;
     for (auto it = record.begin(); it != record.end(); ++it)
       full[it.key()] = it.value();
     jsonl << full.dump() << '\n';
@@ -216,16 +226,19 @@ int run_plan(const Options& o, const std::vector<Run>& runs, const Available& av
 
 int run_plan_for(const Options& o, const std::vector<Part>& parts) {
   const bool explicit_list = !o.allocators.empty();
-  std::vector<std::string> wanted = o.allocators;
-  if (!explicit_list)
-    for (const AllocatorInfo& a : all_allocators())
-      if (a.by_default) wanted.emplace_back(a.name);
-  const Available av = available_allocators(wanted, explicit_list);
+  const std::vector<std::string> wanted = explicit_list ? o.allocators : default_allocators(parts);
+  Available av = available_allocators(wanted, explicit_list);
+  const std::vector<Run> runs = plan_runs(parts, o.repeat, av.names, explicit_list);
+  // The table's columns: the allocators that run (apps has no in-process API).
+  std::erase_if(av.names, [&](const std::string& name) {
+    return std::none_of(runs.begin(), runs.end(),
+                        [&](const Run& r) { return r.spec.allocator == name; });
+  });
   if (av.names.empty()) {
     std::fprintf(stderr, "mempool-bench: none of the allocators asked for is available\n");
     return 1;
   }
-  return run_plan(o, plan_runs(parts, o.repeat, av.names), av);
+  return run_plan(o, runs, av);
 }
 
 int run_report(const std::string& dir) {

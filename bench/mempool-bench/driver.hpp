@@ -60,10 +60,19 @@ struct Part {
 RunSpec base_spec(const Options& o);
 // The arguments that make a child run spec.
 std::vector<std::string> child_args(const std::string& exe, const RunSpec& s);
+// The allocators of one case, of those available: all of them when --allocators
+// named them (explicit_list); otherwise those run by default (only the ones that
+// replace malloc for a malloc_only workload) and the extras the case asks for.
+std::vector<std::string> case_allocators(const RunSpec& c,
+                                         const std::vector<std::string>& available,
+                                         bool explicit_list);
+// What runs when --allocators does not say: every allocator run by default, and
+// the extras that the parts' cases ask for (jemalloc-thp for bigheap, ...).
+std::vector<std::string> default_allocators(const std::vector<Part>& parts);
 // Interleaved: every run of one repetition (each part's cases and thread
-// counts, each allocator in turn), then the next repetition.
+// counts, each of the case's allocators in turn), then the next repetition.
 std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
-                           const std::vector<std::string>& allocators);
+                           const std::vector<std::string>& allocators, bool explicit_list);
 // The suite: every workload but run (about 12 minutes on 2 cores).
 std::vector<Part> suite_parts(const RunSpec& base);
 

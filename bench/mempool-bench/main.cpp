@@ -18,12 +18,11 @@
 namespace mempool_bench {
 namespace {
 
-// Every allocator's name (what --allocators accepts), or those a program runs under when
-// --allocators does not say (the ones that replace malloc and run by default).
-std::vector<std::string> allocator_names(bool program_defaults) {
+// Every allocator's name (what --allocators accepts).
+std::vector<std::string> allocator_names() {
   std::vector<std::string> names;
   for (const AllocatorInfo& a : all_allocators())
-    if (!program_defaults || (a.preload && a.by_default)) names.emplace_back(a.name);
+    names.emplace_back(a.name);
   return names;
 }
 
@@ -75,9 +74,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(command_names()));
   app.add_option("dir", o.report_dir, "report: the folder of saved results");
   app.add_option("--allocators", o.allocators,
-                 "comma-separated (default: every one installed but mempool-hardened)")
+                 "comma-separated (default: every one installed but mempool-hardened, jemalloc-thp "
+                 "and mempool-thp-never, which run where a workload asks: bigheap, "
+                 "redis-bigheap)")
       ->delimiter(',')
-      ->check(CLI::IsMember(allocator_names(false)));
+      ->check(CLI::IsMember(allocator_names()));
   app.add_option("--threads", o.threads, "comma-separated thread counts (default 1)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
@@ -141,9 +142,6 @@ int main(int argc, char** argv) {
     o.warmup = app.count("--warmup") != 0 ? o.warmup : 0.02;
     o.seconds = app.count("--seconds") != 0 ? o.seconds : 0.1;
   }
-  // Programs run through malloc: mempool's in-process APIs have nothing to run.
-  const bool programs = o.command == "apps" || o.command == "run";
-  if (o.allocators.empty() && programs) o.allocators = allocator_names(true);
   std::vector<Part> parts;
   if (o.command == "suite") {
     if (app.count("--repeat") == 0) o.repeat = o.quick ? 1 : 3;

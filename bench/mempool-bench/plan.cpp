@@ -54,8 +54,42 @@ std::vector<std::string> child_args(const std::string& exe, const RunSpec& s) {
   return a;
 }
 
+std::vector<std::string> case_allocators(const RunSpec& c,
+                                         const std::vector<std::string>& available,
+                                         bool explicit_list) {
+  if (explicit_list) return available;
+  const WorkloadInfo* info = find_workload(c.workload);
+  const std::vector<std::string> extra =
+      info->extra_allocators != nullptr ? info->extra_allocators(c) : std::vector<std::string>{};
+  std::vector<std::string> out;
+  for (const std::string& name : available) {
+    const AllocatorInfo* a = find_allocator(name);
+    const bool asked = std::find(extra.begin(), extra.end(), name) != extra.end();
+    if (asked || (a->by_default && (a->preload || !info->malloc_only))) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> default_allocators(const std::vector<Part>& parts) {
+  std::vector<std::string> extra;
+  for (const Part& part : parts) {
+    const WorkloadInfo* info = find_workload(part.given.workload);
+    if (info->extra_allocators == nullptr) continue;
+    const std::vector<RunSpec> cases =
+        info->cases != nullptr ? info->cases(part.given) : std::vector<RunSpec>{part.given};
+    for (const RunSpec& c : cases)
+      for (const std::string& name : info->extra_allocators(c))
+        extra.push_back(name);
+  }
+  std::vector<std::string> out;
+  for (const AllocatorInfo& a : all_allocators())
+    if (a.by_default || std::find(extra.begin(), extra.end(), a.name) != extra.end())
+      out.emplace_back(a.name);
+  return out;
+}
+
 std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
-                           const std::vector<std::string>& allocators) {
+                           const std::vector<std::string>& allocators, bool explicit_list) {
   std::size_t most = repeat;
   for (const Part& part : parts)
     most = std::max(most, part.min_repeat);
@@ -69,8 +103,9 @@ std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
       std::vector<int> threads = !part.threads.empty() ? part.threads : info->default_threads();
       if (threads.empty()) threads = {1};  // the workload picks its own threads
       for (const RunSpec& c : cases) {
+        const std::vector<std::string> names = case_allocators(c, allocators, explicit_list);
         for (int t : threads) {
-          for (const std::string& a : allocators) {
+          for (const std::string& a : names) {
             Run r{c, rep};
             r.spec.threads = t;
             r.spec.allocator = a;

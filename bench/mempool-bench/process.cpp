@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -34,6 +35,7 @@ double seconds(const timeval& t) {
 void fill_usage(ProcessResult& r, const rusage& ru) {
   r.cpu_s = seconds(ru.ru_utime) + seconds(ru.ru_stime);
   r.peak_rss_kib = ru.ru_maxrss;  // KiB on Linux; the largest of the process tree
+  r.minor_faults = ru.ru_minflt;  // the sum over the process tree
 }
 
 std::vector<char*> pointers(const std::vector<std::string>& strings) {
@@ -198,6 +200,28 @@ std::vector<std::string> environment_with(const std::string& preload,
     env.push_back(x);
   }
   return env;
+}
+
+long minor_faults_self() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+long anon_huge_kib(pid_t pid) {
+  const std::string path =
+      pid == 0 ? "/proc/self/smaps_rollup" : "/proc/" + std::to_string(pid) + "/smaps_rollup";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[4096];  // about 25 short lines
+  std::size_t got = 0;
+  for (ssize_t n; got < sizeof buf - 1 && (n = ::read(fd, buf + got, sizeof buf - 1 - got)) > 0;)
+    got += static_cast<std::size_t>(n);
+  ::close(fd);
+  buf[got] = '\0';
+  const char* line = std::strstr(buf, "\nAnonHugePages:");
+  if (line == nullptr) return -1;
+  return std::strtol(line + std::strlen("\nAnonHugePages:"), nullptr, 10);
 }
 
 std::string find_program(const std::string& argv0) {

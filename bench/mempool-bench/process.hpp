@@ -1,8 +1,8 @@
 // Running other programs: mempool-bench's own children (one measurement each),
 // the real programs of the apps workload and the command of `run`. A program
 // runs in a process group of its own, so a timeout ends it and everything it
-// started; its peak resident set comes from wait4 (the largest of the process
-// and the descendants it waited for, cc1plus under g++ for instance).
+// started; its peak resident set and minor page faults come from wait4 (of the
+// process and the descendants it waited for, cc1plus under g++ for instance).
 #pragma once
 
 #include <sys/types.h>
@@ -29,6 +29,7 @@ struct ProcessResult {
   double wall_s = 0;
   double cpu_s = 0;  // user + system, descendants included
   long peak_rss_kib = 0;
+  long minor_faults = 0;  // ru_minflt from wait4: the process and the descendants it waited for
   [[nodiscard]] bool ok() const;
   // "exit status 3", "killed by signal 9", "took longer than 5 s".
   [[nodiscard]] std::string failure() const;
@@ -48,6 +49,12 @@ std::string failure_message(const std::vector<std::string>& argv, const std::str
 // empty) and `extra` ("NAME=value") added.
 std::vector<std::string> environment_with(const std::string& preload,
                                           const std::vector<std::string>& extra = {});
+
+// The minor page faults of this process so far (getrusage: all its threads).
+long minor_faults_self();
+// AnonHugePages of a process in KiB, from /proc/<pid>/smaps_rollup (pid 0: this
+// process); -1 when it cannot be read (gone, no procfs, no permission).
+long anon_huge_kib(pid_t pid);
 
 // The path execvp would run for argv0 ("" when there is none).
 std::string find_program(const std::string& argv0);

@@ -51,6 +51,13 @@ void print_table(const std::vector<json>& records, const std::vector<std::string
     if (std::find(workloads.begin(), workloads.end(), r["workload"]) == workloads.end())
       workloads.push_back(r["workload"]);
   for (const std::string& w : workloads) {
+    // The columns: the allocators that ran this workload (in the suite, apps runs
+    // no in-process API and the huge-page configurations run bigheap-like cases only).
+    std::vector<std::string> columns;
+    for (const std::string& a : allocators)
+      if (std::any_of(records.begin(), records.end(),
+                      [&](const json& r) { return r["workload"] == w && r["allocator"] == a; }))
+        columns.push_back(a);
     std::vector<std::string> cases;
     std::map<std::pair<std::string, std::string>, std::vector<double>> values;
     std::map<std::pair<std::string, std::string>, std::vector<double>> rss;
@@ -82,7 +89,7 @@ void print_table(const std::vector<json>& records, const std::vector<std::string
     std::printf("\n%s: median %s, in brackets the ratio to glibc (above 1: better)\n", w.c_str(),
                 heading.c_str());
     std::printf("  %-24s", "case");
-    for (const std::string& a : allocators)
+    for (const std::string& a : columns)
       std::printf(" %22s", a.c_str());
     std::printf("\n");
     auto row = [&](const std::string& title, const std::string& c,
@@ -91,7 +98,7 @@ void print_table(const std::vector<json>& records, const std::vector<std::string
       std::printf("  %-24s", title.substr(0, 24).c_str());
       const auto base = from.find({c, "glibc"});
       const double glibc = base != from.end() ? median(base->second) : 0.0;
-      for (const std::string& a : allocators) {
+      for (const std::string& a : columns) {
         const auto it = from.find({c, a});
         if (it == from.end()) {
           std::printf(" %22s", "-");
@@ -147,11 +154,13 @@ std::string csv_field(const std::string& s) {
 
 const char* const kCsvHeader =
     "workload,case,allocator,label,repetition,threads,primary_metric,primary_value,ns_per_op,"
-    "ops_per_s,wall_s,peak_rss_kib,p50_ns,p99_ns,p999_ns,max_ns,skipped";
+    "ops_per_s,wall_s,peak_rss_kib,p50_ns,p99_ns,p999_ns,max_ns,skipped,minor_faults,"
+    "anon_huge_kib";
 
 std::string csv_row(const json& r) {
   auto num = [&](const char* key) -> std::string {
     if (!r.contains("metrics") || !r["metrics"].contains(key)) return "";
+    if (r["metrics"][key].is_null()) return "";  // anon_huge_kib of a program: not read
     return r["metrics"][key].dump();
   };
   auto latency = [&](const char* key) -> std::string {
@@ -166,7 +175,8 @@ std::string csv_row(const json& r) {
       << ',' << (metric.empty() ? "" : num(metric.c_str())) << ',' << num("ns_per_op") << ','
       << num("ops_per_s") << ',' << num("wall_s") << ',' << num("peak_rss_kib") << ','
       << latency("p50") << ',' << latency("p99") << ',' << latency("p999") << ',' << latency("max")
-      << ',' << csv_field(r.value("skipped", ""));
+      << ',' << csv_field(r.value("skipped", "")) << ',' << num("minor_faults") << ','
+      << num("anon_huge_kib");
   return row.str();
 }
 

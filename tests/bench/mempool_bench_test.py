@@ -23,7 +23,12 @@ TOOL = None
 WORKLOAD = None
 
 CSV_HEADER = ("workload,case,allocator,label,repetition,threads,primary_metric,primary_value,"
-              "ns_per_op,ops_per_s,wall_s,peak_rss_kib,p50_ns,p99_ns,p999_ns,max_ns,skipped")
+              "ns_per_op,ops_per_s,wall_s,peak_rss_kib,p50_ns,p99_ns,p999_ns,max_ns,skipped,"
+              "minor_faults,anon_huge_kib")
+# The huge-page configurations: run where a workload asks (bigheap, redis-bigheap).
+HUGE_PAGE_ALLOCATORS = ["jemalloc-thp", "mempool-thp-never"]
+# Programs that exit by themselves: their AnonHugePages cannot be read (null).
+EXITS_BY_ITSELF = ["python", "sqlite", "gxx"]
 MACHINE_KEYS = {"cpu", "cores", "kernel", "compiler", "build_type", "glibc", "libraries"}
 
 
@@ -81,7 +86,7 @@ class Arguments(unittest.TestCase):
                      "fragmentation", "churn", "scaling", "bigbuffers", "server", "handoff",
                      "apps", "run", "glibc", "mimalloc", "jemalloc",
                      "tcmalloc", "mempool", "mempool-heap", "object-pool", "bitmap-pool",
-                     "size-class-pool", "std-pmr"]:
+                     "size-class-pool", "std-pmr", "bigheap", *HUGE_PAGE_ALLOCATORS]:
             self.assertIn(name, r.stdout)
 
     def test_csv_and_json_formats_on_stdout(self):
@@ -131,12 +136,29 @@ def check_record(test, rec):
     test.assertIsInstance(value, (int, float))
     test.assertGreater(value, 0, rec)
     test.assertGreater(rec["metrics"]["peak_rss_kib"], 0)
+    check_faults_and_huge_pages(test, rec)
     test.assertEqual(rec["metrics"].get("failed_allocations", 0), 0, rec)
     for name, lat in rec["metrics"].items():
         if name.endswith("latency_ns"):
             test.assertLessEqual(lat["p50"], lat["p99"])
             test.assertLessEqual(lat["p99"], lat["p999"])
             test.assertLessEqual(lat["p999"], lat["max"])
+
+
+def check_faults_and_huge_pages(test, rec):
+    """minor_faults: a positive count in every run (a process that ran faulted
+    its pages in); anon_huge_kib: KiB, or null for a program that exits by itself."""
+    m = rec["metrics"]
+    test.assertIsInstance(m["minor_faults"], int, rec)
+    test.assertNotIsInstance(m["minor_faults"], bool)
+    test.assertGreater(m["minor_faults"], 0, rec)
+    huge = m["anon_huge_kib"]
+    if rec["workload"] == "run" or rec["case"] in EXITS_BY_ITSELF:
+        test.assertIsNone(huge, rec)
+    else:
+        test.assertIsInstance(huge, int, rec)
+        test.assertGreaterEqual(huge, 0, rec)
+        test.assertLessEqual(huge, m["peak_rss_kib"], rec)
 
 
 def check_workload(test, rec):
@@ -166,12 +188,36 @@ def check_workload(test, rec):
         test.assertIn(order, ["free-first", "new-first"])
         test.assertIn("x new, then free" if order == "new-first" else "x free, then new",
                       rec["case"])
+    elif w == "bigheap":
+        p = rec["params"]
+        # Every lookup found its key and its value: the lookups were made.
+        test.assertTrue(m["checksum_ok"], rec)
+        test.assertEqual(m["found"], p["lookups"], rec)
+        test.assertEqual(m["failed_allocations"], 0, rec)
+        test.assertEqual(p["node_bytes"], 48)
+        test.assertGreaterEqual(p["heap_bytes"], 64 << 20)  # --quick: 64 MiB at least
+        for name in ["lookup_s", "build_s", "ns_per_lookup", "free_s"]:
+            test.assertGreater(m[name], 0, rec)
+        # The table was resident: the peak RSS holds it, and faulting it in took
+        # at least one fault per 2 MiB page (a 4 KiB one each without huge pages).
+        test.assertGreater(m["peak_rss_kib"] * 1024, p["heap_bytes"], rec)
+        test.assertGreater(m["minor_faults"], p["heap_bytes"] // (2 << 20), rec)
+        if m["anon_huge_kib"] == 0:  # then a fault per 4 KiB page of the table
+            test.assertGreater(m["minor_faults"], p["heap_bytes"] // 4096, rec)
     elif w == "apps":
         # The program and its command line, a checked output, and its own numbers.
-        test.assertIn(rec["case"], ["redis", "redis-pipelined", "python", "sqlite", "gxx"])
+        test.assertIn(rec["case"], ["redis", "redis-pipelined", "redis-bigheap", "python",
+                                    "sqlite", "gxx"])
         test.assertTrue(rec["params"]["command"])
         test.assertRegex(rec["output_digest"], "^[0-9a-f]{16}$")
-        if rec["case"].startswith("redis"):
+        if rec["case"] == "redis-bigheap":
+            # Every key stored, every GET a hit, and the server held the keys.
+            test.assertGreater(m["get_rps"], 0, rec)
+            test.assertGreater(m["fill_s"], 0, rec)
+            test.assertGreaterEqual(m["keyspace_hits"], rec["params"]["gets"], rec)
+            test.assertGreater(m["peak_rss_kib"] * 1024,
+                               rec["params"]["keys"] * rec["params"]["value_bytes"], rec)
+        elif rec["case"].startswith("redis"):
             for command in ["get", "set", "lpush", "lpop", "sadd", "hset", "zadd"]:
                 test.assertGreater(m["rps_" + command], 0, rec)
             test.assertGreater(m["geomean_rps"], 0)
@@ -189,17 +235,40 @@ class Workload(unittest.TestCase):
             self.assertTrue(any("metrics" in x for x in records))
             present = {x["allocator"] for x in records}
             # Always there, needing no package; programs run only through malloc.
-            expected = ["glibc", "mempool"] if WORKLOAD == "apps" else [
+            malloc_only = WORKLOAD in ("apps", "bigheap")
+            expected = ["glibc", "mempool"] if malloc_only else [
                 "glibc", "mempool", "mempool-heap", "size-class-pool", "std-pmr"]
+            # The huge-page configurations run where the workload asks, and only there.
+            if WORKLOAD in ("apps", "bigheap"):
+                expected.append("mempool-thp-never")  # needs no package
+            else:
+                self.assertFalse(present & set(HUGE_PAGE_ALLOCATORS), present)
             for name in expected:
                 self.assertIn(name, present)
-            if WORKLOAD == "apps":
+            if malloc_only:
                 self.assertNotIn("mempool-heap", present)
-                # Every program ran (none skipped) under every allocator present.
+                self.assertNotIn("mempool-hardened", present)
+            if WORKLOAD == "apps":
+                # Every program ran (none skipped) under every allocator present but
+                # the huge-page configurations, which run redis-bigheap only.
                 cases = {(x["case"], x["allocator"]) for x in records if "metrics" in x}
-                for case in ["redis", "redis-pipelined", "python", "sqlite", "gxx"]:
+                for case in ["redis", "redis-pipelined", "redis-bigheap", "python", "sqlite",
+                             "gxx"]:
                     for name in present:
-                        self.assertIn((case, name), cases)
+                        if case == "redis-bigheap" or name not in HUGE_PAGE_ALLOCATORS:
+                            self.assertIn((case, name), cases)
+                        else:
+                            self.assertNotIn((case, name), cases)
+            for rec in records:
+                # The configuration's environment, recorded with its runs.
+                if rec["allocator"] == "jemalloc-thp":
+                    self.assertEqual(rec["allocator_env"],
+                                     ["MALLOC_CONF=thp:always,metadata_thp:always"])
+                elif rec["allocator"] == "mempool-thp-never":
+                    self.assertEqual(rec["allocator_env"], ["MEMPOOL_THP=never"])
+                    self.assertIn("libmempool-malloc.so", rec["malloc_from"])
+                else:
+                    self.assertNotIn("allocator_env", rec)
             if WORKLOAD == "bigbuffers":  # both cases, unless --replace picks one
                 self.assertEqual({x["params"]["order"] for x in records if "metrics" in x},
                                  {"free-first", "new-first"})
@@ -219,7 +288,46 @@ class Workload(unittest.TestCase):
             rep = run("report", d)
             self.assertEqual(rep.returncode, 0, rep.stderr)
             with open(os.path.join(d, "report.md")) as f:
-                self.assertIn(f"## {WORKLOAD}", f.read())
+                md = f.read()
+            self.assertIn(f"## {WORKLOAD}", md)
+            # Beside peak RSS: the faults and the huge pages of every run.
+            for title in ["### Peak resident memory", "### Minor page faults", "### Huge pages"]:
+                self.assertIn(title, md)
+
+
+class HugePageAllocators(unittest.TestCase):
+    """jemalloc-thp and mempool-thp-never: accepted by --allocators, given their
+    environment (which reaches the child and the programs it runs)."""
+
+    def test_accepted_by_allocators_and_given_their_environment(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--allocators=glibc,mempool-thp-never,jemalloc-thp,mempool", "--out", d,
+                    "--", "/usr/bin/python3", "-c", "print(len(str(list(range(99999)))))")
+            if "jemalloc-thp skipped" in r.stderr:  # libjemalloc not installed
+                self.skipTest(r.stderr)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            records = {x["allocator"]: x for x in read_records(d)}
+            self.assertEqual(set(records),
+                             {"glibc", "mempool-thp-never", "jemalloc-thp", "mempool"})
+            self.assertIn("jemalloc", records["jemalloc-thp"]["malloc_from"])
+            for rec in records.values():
+                check_record(self, rec)
+        # What the program saw: its environment, one allocator at a time.
+        for allocator, seen in [("mempool-thp-never", "never None"),
+                                ("jemalloc-thp", "None thp:always,metadata_thp:always"),
+                                ("mempool", "None None")]:
+            with self.subTest(allocator=allocator), tempfile.TemporaryDirectory() as d:
+                # exit status 1 (a failed run) when the program saw something else
+                r = run("run", f"--allocators={allocator}", "--out", d, "--", "/bin/sh", "-c",
+                        f'test "${{MEMPOOL_THP:-None}} ${{MALLOC_CONF:-None}}" = "{seen}"')
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_default_runs_leave_them_out(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--repeat=1", "--out", d, "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            names = {x["allocator"] for x in read_records(d)}
+            self.assertFalse(names & set(HUGE_PAGE_ALLOCATORS), names)
 
 
 class Command(unittest.TestCase):
@@ -307,7 +415,8 @@ class Command(unittest.TestCase):
 if __name__ == "__main__":
     TOOL = os.path.abspath(sys.argv[1])
     WORKLOAD = sys.argv[2]
-    selected = {"args": Arguments, "command": Command}.get(WORKLOAD, Workload)
+    selected = {"args": Arguments, "command": Command,
+                "huge_pages": HugePageAllocators}.get(WORKLOAD, Workload)
     suite = unittest.TestLoader().loadTestsFromTestCase(selected)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)

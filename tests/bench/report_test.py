@@ -521,6 +521,114 @@ class ProgramWorkloads(unittest.TestCase):
         self.assertNotIn(("no glibc", "mempool"), values)
 
 
+# bigheap: lookup_s (lower is better), with the faults and huge pages of each run.
+# {allocator: ([lookup_s reps], [minor_faults reps], [anon_huge_kib reps])}
+BIGHEAP = {"glibc": ([3.0, 3.2, 3.1], [70000, 71000, 72000], [0, 0, 0]),
+           "jemalloc": ([2.9, 2.8, 3.0], [69000, 69000, 69000], [0, 0, 0]),
+           "jemalloc-thp": ([2.0, 2.1, 2.2], [900, 800, 1000], [268288, 270336, 272384]),
+           "mempool": ([1.9, 1.8, 2.0], [500, 600, 700], [278528, 280576, 282624]),
+           "mempool-thp-never": ([2.7, 2.6, 2.8], [68000, 68500, 69000], [0, 0, 0])}
+ENV = {"jemalloc-thp": ["MALLOC_CONF=thp:always,metadata_thp:always"],
+       "mempool-thp-never": ["MEMPOOL_THP=never"]}
+
+
+def huge_page_runs():
+    runs = []
+    for allocator, (times, faults, huge) in BIGHEAP.items():
+        for rep, value in enumerate(times):
+            line = run_line("bigheap", "3000 k keys, 10 M gets", allocator, rep, 1, "lookup_s",
+                            "lower", value, peak_rss_kib=300 * 1024, minor_faults=faults[rep],
+                            anon_huge_kib=huge[rep])
+            if allocator in ENV:
+                line["allocator_env"] = ENV[allocator]
+                line["malloc_from"] = MALLOC_FROM[allocator.split("-thp")[0]]
+            runs.append(line)
+    # a program that exits by itself: its huge pages could not be read (null)
+    for allocator in ("glibc", "mempool"):
+        runs.append(program_line("apps", "python", allocator, 0, "wall_s", "lower", 1.0, 20480,
+                                 minor_faults=5000, anon_huge_kib=None))
+    return runs
+
+
+class FaultsAndHugePages(unittest.TestCase):
+    """minor_faults and anon_huge_kib beside peak RSS; the huge-page configurations."""
+
+    @classmethod
+    def setUpClass(cls):
+        report_on(cls, huge_page_runs())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def table_after(self, workload, title):
+        text = section(self.md, workload)
+        self.assertIn(title, text)
+        return tables(text[text.index(title):])[0]
+
+    def test_minor_faults_table(self):
+        faults = self.table_after("bigheap", "### Minor page faults")
+        cells = row(faults, "3000 k keys, 10 M gets")
+        self.assertEqual(cells["glibc"], "71,000")
+        self.assertEqual(cells["jemalloc-thp"], "900")
+        self.assertEqual(cells["mempool"], "600")
+        self.assertEqual(cells["mempool-thp-never"], "68,500")
+
+    def test_huge_pages_table_in_mib(self):
+        huge = self.table_after("bigheap", "### Huge pages")
+        cells = row(huge, "3000 k keys, 10 M gets")
+        self.assertEqual(cells["glibc"], "0")
+        self.assertEqual(cells["jemalloc-thp"], "264")   # 270,336 KiB
+        self.assertEqual(cells["mempool"], "274")        # 280,576 KiB
+
+    def test_tables_beside_peak_rss(self):
+        text = section(self.md, "bigheap")
+        order = [text.index(t) for t in ("### Peak resident memory", "### Minor page faults",
+                                         "### Huge pages")]
+        self.assertEqual(order, sorted(order))
+
+    def test_not_read_is_a_dash(self):
+        # python exits by itself: faults from wait4, no huge pages (null)
+        self.assertEqual(row(self.table_after("apps", "### Minor page faults"),
+                             "python")["mempool"], "5,000")
+        huge = section(self.md, "apps")
+        self.assertNotIn("### Huge pages", huge)  # no run of apps has a number
+
+    def test_column_order_and_environment(self):
+        main = tables(section(self.md, "bigheap"))[0]
+        self.assertEqual(list(main[0])[1:6],
+                         ["glibc", "jemalloc", "mempool", "jemalloc-thp", "mempool-thp-never"])
+        self.assertIn("- jemalloc-thp", self.md)
+        self.assertIn("`MALLOC_CONF=thp:always,metadata_thp:always`", self.md)
+        self.assertIn("`MEMPOOL_THP=never`", self.md)
+        # their malloc came from jemalloc and mempool: no warning
+        self.assertNotIn("## Warnings", self.md)
+
+    def test_a_configuration_on_the_wrong_library_is_a_warning(self):
+        with tempfile.TemporaryDirectory() as directory:
+            line = run_line("bigheap", "1 k keys", "mempool-thp-never", 0, 1, "lookup_s",
+                            "lower", 1.0, peak_rss_kib=4096)
+            line["malloc_from"] = "/build/libmempool-malloc-hardened.so"
+            write_jsonl(directory, [line])
+            self.assertEqual(run_report(directory).returncode, 0)
+            with open(os.path.join(directory, "report.md"), encoding="utf-8") as f:
+                self.assertIn("- mempool-thp-never runs took malloc from", f.read())
+
+    def test_huge_pages_without_faults_are_shown_alone(self):
+        with tempfile.TemporaryDirectory() as directory:
+            runs = [run_line("bigheap", "1 k keys", "glibc", 0, 1, "lookup_s", "lower", 1.0,
+                             peak_rss_kib=4096)]
+            write_jsonl(directory, runs)
+            result = run_report(directory)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            with open(os.path.join(directory, "report.md"), encoding="utf-8") as f:
+                md = f.read()
+            # older results have neither: no empty tables
+            self.assertIn("### Peak resident memory", md)
+            self.assertNotIn("### Minor page faults", md)
+            self.assertNotIn("### Huge pages", md)
+
+
 class BadInput(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()

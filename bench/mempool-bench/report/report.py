@@ -16,8 +16,10 @@ ratio to the best of glibc, mimalloc, jemalloc and tcmalloc in the same run,
 naming that peer. Below it, when the runs have them: for the workloads that
 run programs (apps, run; each case in its own primary metric) a table of
 mempool against the best peer per case (spreads overlapping or apart, peak
-RSS) and redis' requests/s per command; peak resident memory, latency
-percentiles, and the workload's own counters (queue: sent/dropped/received).
+RSS) and redis' requests/s per command; peak resident memory, and beside it
+the minor page faults and AnonHugePages of the runs (minor_faults,
+anon_huge_kib; "–" where not read), latency percentiles, and the workload's own
+counters (queue: sent/dropped/received).
 Runs that carry "skipped" are listed in a Skipped section and are not plotted.
 
 Plots: throughput against threads, latency percentiles, peak resident memory,

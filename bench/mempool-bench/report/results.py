@@ -9,14 +9,17 @@ import statistics
 
 SCHEMA = 1
 BASELINE = "glibc"
-# Column order: the malloc replacements first, then the in-process allocators.
+# Column order: the malloc replacements first (the configurations that run only
+# where asked after them), then the in-process allocators.
 ALLOCATOR_ORDER = [
     "glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
+    "jemalloc-thp", "mempool-thp-never",
     "mempool-heap", "object-pool", "bitmap-pool", "size-class-pool", "std-pmr",
 ]
 WORKLOAD_ORDER = [
     "rounds", "queue", "compare", "throughput", "micro", "prodcons",
-    "fragmentation", "churn", "scaling", "bigbuffers", "server", "handoff", "apps", "run",
+    "fragmentation", "churn", "scaling", "bigbuffers", "bigheap", "server", "handoff", "apps",
+    "run",
 ]
 # The project's targets: mempool against the best of these peers (the malloc
 # replacements) measured in the same run.
@@ -26,6 +29,11 @@ PEERS = ["glibc", "mimalloc", "jemalloc", "tcmalloc"]
 # peer per case, whose primary metric may differ from case to case.
 PROGRAM_WORKLOADS = ["apps", "run"]
 RSS = "peak_rss_kib"
+# Beside peak RSS in every run: the minor page faults of the process (or the
+# program's process tree), and its AnonHugePages in KiB (null where it could
+# not be read: a program that exits by itself).
+FAULTS = "minor_faults"
+HUGE = "anon_huge_kib"
 # (key in a latency object, column title)
 PERCENTILES = [("p50", "p50"), ("p95", "p95"), ("p99", "p99"),
                ("p999", "p99.9"), ("max", "max")]

@@ -5,8 +5,8 @@ import datetime
 import os
 
 from formatting import escape, fmt3, fmt_count, md_table, unit_for
-from results import (BASELINE, PEERS, PERCENTILES, SUBJECT, group_by, latency_medians,
-                     median_of, metric, ordered_allocators)
+from results import (BASELINE, FAULTS, HUGE, PEERS, PERCENTILES, RSS, SUBJECT, group_by,
+                     latency_medians, median_of, metric, ordered_allocators)
 
 # Workload-specific numbers worth a table of their own.
 EXTRA_METRICS = {
@@ -19,6 +19,7 @@ EXTRA_METRICS = {
 EXPECTED_MALLOC_FROM = {
     "glibc": "libc.so", "mimalloc": "mimalloc", "jemalloc": "jemalloc",
     "tcmalloc": "tcmalloc", "mempool": "mempool", "mempool-hardened": "mempool-malloc-hardened",
+    "jemalloc-thp": "jemalloc", "mempool-thp-never": "mempool-malloc.so",
 }
 
 VS_BEST_PEER = f"{SUBJECT} vs best peer"
@@ -55,6 +56,11 @@ def header_section(runs, directory):
         text = f"- {allocator}"
         if version:
             text += f" {version}"
+        envs = sorted({e for r in runs if r["allocator"] == allocator
+                       and isinstance(r.get("allocator_env"), list)
+                       for e in r["allocator_env"] if isinstance(e, str)})
+        if envs:
+            text += " with " + " ".join(f"`{e}`" for e in envs)
         if froms:
             text += " (malloc from " + ", ".join(f"`{f}`" for f in froms) + ")"
         lines.append(text)
@@ -116,20 +122,41 @@ def vs_best_peer_cell(row):
     return "–" if found is None else f"{fmt3(found[0])}× ({found[1]})"
 
 
-def rss_table(wruns):
-    """Median peak_rss_kib in MiB per case and allocator, or [] if none."""
-    if not any(metric(r, "peak_rss_kib") is not None for r in wruns):
-        return []
+def median_table(wruns, name, show):
+    """Per case and allocator, show(median of metric `name`) ("–" where no run
+    has a number); None when no run has one."""
+    if not any(metric(r, name) is not None for r in wruns):
+        return None
     allocators = ordered_allocators(r["allocator"] for r in wruns)
     table = []
     for case, cruns in group_by(wruns, lambda r: r["case"]).items():
         by_alloc = group_by(cruns, lambda r: r["allocator"])
         table.append([escape(case)] + [
-            fmt3(m / 1024) if (m := median_of(by_alloc.get(a, []), "peak_rss_kib")) is not None
+            show(m) if (m := median_of(by_alloc.get(a, []), name)) is not None
             else "–" for a in allocators])
-    return (["### Peak resident memory", "",
-             "Median of peak_rss_kib over the repetitions, in MiB (lower is better).", ""]
-            + md_table(["case"] + allocators, table) + [""])
+    return md_table(["case"] + allocators, table) + [""]
+
+
+def rss_table(wruns):
+    """Peak resident memory (median peak_rss_kib in MiB per case and allocator)
+    and beside it the minor page faults and AnonHugePages; [] if none."""
+    lines = []
+    rss = median_table(wruns, RSS, lambda m: fmt3(m / 1024))
+    if rss:
+        lines += ["### Peak resident memory", "",
+                  f"Median of {RSS} over the repetitions, in MiB (lower is better).", ""] + rss
+    faults = median_table(wruns, FAULTS, fmt3)
+    if faults:
+        lines += ["### Minor page faults", "",
+                  f"Median of {FAULTS} over the repetitions: the process's (a program's: its "
+                  "process tree's) minor page faults, fewer with huge pages.", ""] + faults
+    huge = median_table(wruns, HUGE, lambda m: fmt3(m / 1024))
+    if huge:
+        lines += ["### Huge pages", "",
+                  f"Median of {HUGE} over the repetitions, in MiB: the process's AnonHugePages "
+                  "(/proc/PID/smaps_rollup) at the end of the run; – where it could not be read "
+                  "(a program that exits by itself).", ""] + huge
+    return lines
 
 
 def latency_tables(wruns):

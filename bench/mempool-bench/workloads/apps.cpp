@@ -4,6 +4,11 @@
 //   redis, redis-pipelined  redis-server driven by redis-benchmark over loopback,
 //                           GET SET LPUSH LPOP SADD HSET ZADD, 100-byte values,
 //                           100,000 random keys, 1 and 16 requests in flight
+//   redis-bigheap           redis-server holding 1,000,000 keys of 100 bytes (a
+//                           Lua script stores them), then 1,000,000 random GETs,
+//                           16 in flight: a large heap of small blocks read at
+//                           random, where huge pages matter (also run under
+//                           jemalloc-thp and mempool-thp-never by default)
 //   python                  CPython on dicts, strings and JSON (apps/python_workload.py)
 //   sqlite                  sqlite3 inserting, indexing and querying a file database
 //   gxx                     g++ -O2 of a mid-size C++ file, then the program it made
@@ -12,8 +17,11 @@
 // Each checks its result (a wrong one is a failure, not a number) and records
 // a digest of its output, which the driver compares across allocators. The
 // command line is kept in params.command; peak RSS is the program's own (the
-// largest process of its tree). mempool's in-process APIs have no program to
-// run: skipped.
+// largest process of its tree), minor_faults those of its tree (from wait4).
+// anon_huge_kib (AnonHugePages) is read from /proc/<pid>/smaps_rollup of
+// redis-server just before it is stopped; the programs that exit by themselves
+// (python, sqlite, gxx) leave nothing to read it from when wait4 returns, and
+// record null. mempool's in-process APIs have no program to run: skipped.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -74,6 +82,19 @@ std::string preload() {
   return p != nullptr && *p != '\0' ? p : malloc_library();
 }
 
+// The environment of what runs beside the measured program (load generators,
+// checkers, the program g++ made): no preload, and none of the allocator's own
+// settings (jemalloc-thp's MALLOC_CONF would reach redis-benchmark, which links
+// jemalloc).
+std::vector<std::string> plain_environment(const RunSpec& spec) {
+  std::vector<std::string> env = environment_with("");
+  for (const std::string& x : allocator_env(spec.allocator)) {
+    const std::string name = x.substr(0, x.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.rfind(name, 0) == 0; });
+  }
+  return env;
+}
+
 void require_program(const std::string& program, const char* package) {
   if (find_program(program).empty())
     throw Skipped(program + " is not installed (Debian: apt-get install " + package + ")");
@@ -95,12 +116,17 @@ ProcessResult run_checked(const RunSpec& spec, const std::vector<std::string>& a
 
 json program_result(const std::string& name, const std::vector<std::string>& argv,
                     const ProcessResult& r, const std::string& output) {
-  return {
-      {"case", name},
-      {"primary", {{"metric", "wall_s"}, {"better", "lower"}}},
-      {"params", {{"command", command_line(argv)}}},
-      {"output_digest", output_digest(output)},
-      {"metrics", {{"wall_s", r.wall_s}, {"cpu_s", r.cpu_s}, {"peak_rss_kib", r.peak_rss_kib}}}};
+  return {{"case", name},
+          {"primary", {{"metric", "wall_s"}, {"better", "lower"}}},
+          {"params", {{"command", command_line(argv)}}},
+          {"output_digest", output_digest(output)},
+          // AnonHugePages: null, the program exited by itself (see the top of this file).
+          {"metrics",
+           {{"wall_s", r.wall_s},
+            {"cpu_s", r.cpu_s},
+            {"peak_rss_kib", r.peak_rss_kib},
+            {"minor_faults", r.minor_faults},
+            {"anon_huge_kib", nullptr}}}};
 }
 
 ProcessOptions options_for(const RunSpec& spec, const std::string& cwd) {
@@ -156,7 +182,7 @@ json gxx_app(const RunSpec& spec) {
   const ProcessResult r = run_checked(spec, argv, options_for(spec, dir.path()));
   // What it made runs under glibc: the compiler's output is what is checked.
   ProcessOptions plain = options_for(spec, dir.path());
-  plain.env = environment_with("");
+  plain.env = plain_environment(spec);
   const ProcessResult ran = run_checked(spec, {exe}, plain);
   if (last_line(ran.out) != "ok")
     throw std::runtime_error("apps: the program g++ made under " + spec.allocator +
@@ -223,32 +249,44 @@ std::map<std::string, double> parse_redis_csv(const std::string& out) {
   return rps;
 }
 
-json redis_app(const RunSpec& spec, int pipeline) {
+// A redis-server on a free loopback port, its files in dir, running under the
+// allocator (checked: the preloaded library is mapped in it). Its THP setting is
+// left to the allocator: Redis would otherwise turn THP off for itself where the
+// kernel's mode is "always" (disable-thp, Redis 7).
+struct RedisServer {
+  std::vector<std::string> argv;
+  int port = 0;
+  Background process;
+};
+
+RedisServer start_redis(const RunSpec& spec, const TempDir& dir) {
   require_program("redis-server", "redis-server");
   require_program("redis-benchmark", "redis-tools");
   require_program("redis-cli", "redis-tools");
-  const std::string name = pipeline > 1 ? "redis-pipelined" : "redis";
-  const TempDir dir;
-  const int port = free_loopback_port();
-  const std::vector<std::string> server = {"redis-server",
-                                           "--port",
-                                           std::to_string(port),
-                                           "--bind",
-                                           "127.0.0.1",
-                                           "--save",
-                                           "",
-                                           "--appendonly",
-                                           "no",
-                                           "--dir",
-                                           dir.path(),
-                                           "--databases",
-                                           "1"};
+  RedisServer server;
+  server.port = free_loopback_port();
+  server.argv = {"redis-server",
+                 "--port",
+                 std::to_string(server.port),
+                 "--bind",
+                 "127.0.0.1",
+                 "--save",
+                 "",
+                 "--appendonly",
+                 "no",
+                 "--disable-thp",
+                 "no",
+                 "--dir",
+                 dir.path(),
+                 "--databases",
+                 "1"};
   ProcessOptions options = options_for(spec, dir.path());
   options.log_path = dir.path() + "/server.log";
-  Background b = start_process(server, options);
+  Background& b = server.process;
+  b = start_process(server.argv, options);
   ProcessResult gone;
   const std::string lib = preload();
-  for (int tries = 0; !accepts(port); ++tries) {
+  for (int tries = 0; !accepts(server.port); ++tries) {
     if (!still_running(b, &gone) || tries > 1000) {
       stop_process(b, 1);
       std::ifstream log(options.log_path);
@@ -263,8 +301,30 @@ json redis_app(const RunSpec& spec, int pipeline) {
     stop_process(b, 1);
     throw std::runtime_error("apps: redis-server did not load " + lib);
   }
+  return server;
+}
+
+// Stops the server (after reading its AnonHugePages, in *anon_huge: -1 when it
+// cannot be read); a server that does not stop cleanly is an error, as is
+// `failure` (what went wrong while it ran, "" for nothing).
+ProcessResult stop_redis(const RunSpec& spec, RedisServer& server, const std::string& failure,
+                         long* anon_huge) {
+  *anon_huge = anon_huge_kib(server.process.pid);
+  const ProcessResult r = stop_process(server.process, 10);
+  if (!failure.empty()) throw std::runtime_error(failure);
+  if (!WIFEXITED(r.status) || r.timed_out)
+    throw std::runtime_error("apps: redis-server under " + spec.allocator +
+                             " did not stop cleanly: " + r.failure());
+  return r;
+}
+
+json redis_app(const RunSpec& spec, int pipeline) {
+  const std::string name = pipeline > 1 ? "redis-pipelined" : "redis";
+  const TempDir dir;
+  RedisServer server = start_redis(spec, dir);
+  const int port = server.port;
   ProcessOptions client = options_for(spec, dir.path());
-  client.env = environment_with("");  // the load generator under glibc, for every allocator
+  client.env = plain_environment(spec);  // the load generator as it is, for every allocator
   const int requests = pipeline > 1 ? (spec.quick ? 5000 : 200000) : (spec.quick ? 1000 : 25000);
   const std::vector<std::string> bench = {"redis-benchmark",
                                           "-h",
@@ -297,11 +357,8 @@ json redis_app(const RunSpec& spec, int pipeline) {
   } catch (const std::exception& e) {
     failure = e.what();
   }
-  const ProcessResult server_result = stop_process(b, 10);
-  if (!failure.empty()) throw std::runtime_error(failure);
-  if (!WIFEXITED(server_result.status) || server_result.timed_out)
-    throw std::runtime_error("apps: redis-server under " + spec.allocator +
-                             " did not stop cleanly: " + server_result.failure());
+  long anon_huge = -1;
+  const ProcessResult server_result = stop_redis(spec, server, failure, &anon_huge);
   for (const std::string& t : kRedisTests)
     if (!rps.contains(t))
       throw std::runtime_error("apps: redis-benchmark under " + spec.allocator + " gave no " + t +
@@ -310,6 +367,8 @@ json redis_app(const RunSpec& spec, int pipeline) {
     throw std::runtime_error("apps: redis-server under " + spec.allocator +
                              " returned a wrong value: " + check);
   json metrics = {{"peak_rss_kib", server_result.peak_rss_kib},
+                  {"minor_faults", server_result.minor_faults},
+                  {"anon_huge_kib", kib_or_null(anon_huge)},
                   {"server_cpu_s", server_result.cpu_s}};
   double log_sum = 0;
   for (const std::string& t : kRedisTests) {
@@ -319,13 +378,87 @@ json redis_app(const RunSpec& spec, int pipeline) {
     log_sum += std::log(rps[t]);
   }
   metrics["geomean_rps"] = std::exp(log_sum / static_cast<double>(kRedisTests.size()));
-  return {
-      {"case", name},
-      {"primary", {{"metric", "geomean_rps"}, {"better", "higher"}}},
-      {"params",
-       {{"command", command_line(server) + " <- " + command_line(bench)}, {"requests", requests}}},
-      {"output_digest", output_digest(check.substr(0, 24))},
-      {"metrics", metrics}};
+  return {{"case", name},
+          {"primary", {{"metric", "geomean_rps"}, {"better", "higher"}}},
+          {"params",
+           {{"command", command_line(server.argv) + " <- " + command_line(bench)},
+            {"requests", requests}}},
+          {"output_digest", output_digest(check.substr(0, 24))},
+          {"metrics", metrics}};
+}
+
+// A number in INFO's "name:value" lines (-1 when it is not there).
+long long info_field(const std::string& info, const std::string& name) {
+  const std::size_t at = info.find(name + ":");
+  return at == std::string::npos ? -1 : std::atoll(info.c_str() + at + name.size() + 1);
+}
+
+// Stores keys "key:%012d" (as redis-benchmark -r names them) for 0 <= i < ARGV[1],
+// each a string of ARGV[2] bytes, in one server-side loop: the server's own
+// allocations (keys, values, dict entries), no client in the way.
+constexpr const char* kFillScript =
+    "local v = string.rep('x', tonumber(ARGV[2])) "
+    "for i = 0, tonumber(ARGV[1]) - 1 do redis.call('SET', string.format('key:%012d', i), v) end "
+    "return tonumber(ARGV[1])";
+
+json redis_bigheap_app(const RunSpec& spec) {
+  const TempDir dir;
+  const long keys = spec.quick ? 20000 : 1000000;
+  const long gets = spec.quick ? 20000 : 1000000;
+  const int value_bytes = 100;
+  RedisServer server = start_redis(spec, dir);
+  const std::string p = std::to_string(server.port);
+  ProcessOptions client = options_for(spec, dir.path());
+  client.env = plain_environment(spec);  // the load generator as it is, for every allocator
+  const std::vector<std::string> bench = {
+      "redis-benchmark",    "-h", "127.0.0.1",          "-p", p,     "-P",   "16", "-r",
+      std::to_string(keys), "-n", std::to_string(gets), "-t", "get", "--csv"};
+  std::string failure;
+  double fill_s = 0;
+  std::string stored;
+  std::string info;
+  std::map<std::string, double> rps;
+  try {
+    const ProcessResult fill = run_checked(spec,
+                                           {"redis-cli", "-p", p, "eval", kFillScript, "0",
+                                            std::to_string(keys), std::to_string(value_bytes)},
+                                           client);
+    fill_s = fill.wall_s;
+    stored = run_checked(spec, {"redis-cli", "-p", p, "dbsize"}, client).out;
+    const ProcessResult r = run_checked(spec, bench, client);
+    rps = parse_redis_csv(r.out);
+    info = run_checked(spec, {"redis-cli", "-p", p, "info", "stats"}, client).out;
+    stored += run_checked(spec, {"redis-cli", "-p", p, "strlen", "key:000000000042"}, client).out;
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  long anon_huge = -1;
+  const ProcessResult server_result = stop_redis(spec, server, failure, &anon_huge);
+  // Every key stored, every GET a hit: the lookups really happened.
+  const std::string expected = std::to_string(keys) + "\n" + std::to_string(value_bytes) + "\n";
+  const long long hits = info_field(info, "keyspace_hits");
+  const long long misses = info_field(info, "keyspace_misses");
+  if (stored != expected || hits < gets || misses != 0 || !rps.contains("GET"))
+    throw std::runtime_error("apps: redis-server under " + spec.allocator +
+                             " gave a wrong result: dbsize and strlen " + stored + ", hits " +
+                             std::to_string(hits) + " of " + std::to_string(gets) + ", misses " +
+                             std::to_string(misses));
+  return {{"case", "redis-bigheap"},
+          {"primary", {{"metric", "get_rps"}, {"better", "higher"}}},
+          {"params",
+           {{"command", command_line(server.argv) + " <- " + command_line(bench)},
+            {"keys", keys},
+            {"value_bytes", value_bytes},
+            {"gets", gets}}},
+          {"output_digest", output_digest(stored)},
+          {"metrics",
+           {{"get_rps", rps["GET"]},
+            {"fill_s", fill_s},
+            {"keyspace_hits", hits},
+            {"peak_rss_kib", server_result.peak_rss_kib},
+            {"minor_faults", server_result.minor_faults},
+            {"anon_huge_kib", kib_or_null(anon_huge)},
+            {"server_cpu_s", server_result.cpu_s}}}};
 }
 
 struct App {
@@ -337,6 +470,7 @@ const std::vector<App>& apps() {
   static const std::vector<App> list = {
       {"redis", [](const RunSpec& s) { return redis_app(s, 1); }},
       {"redis-pipelined", [](const RunSpec& s) { return redis_app(s, 16); }},
+      {"redis-bigheap", redis_bigheap_app},
       {"python", python_app},
       {"sqlite", sqlite_app},
       {"gxx", gxx_app},
@@ -364,6 +498,10 @@ std::vector<RunSpec> app_cases(const RunSpec& given) {
     out.push_back(s);
   }
   return out;
+}
+
+std::vector<std::string> app_extra_allocators(const RunSpec& c) {
+  return c.app == "redis-bigheap" ? huge_page_allocators() : std::vector<std::string>{};
 }
 
 json run_apps(const RunSpec& spec) {

@@ -35,6 +35,9 @@ std::vector<int> crossing_threads() {
 std::vector<int> no_threads() {
   return {};
 }
+std::vector<std::string> bigheap_allocators(const RunSpec& /*c*/) {
+  return huge_page_allocators();
+}
 
 // compare: 4, 64 and 4096 bytes, and mixed 8-256 bytes, unless --size or
 // --size-dist narrows it.
@@ -101,16 +104,19 @@ const std::vector<WorkloadInfo>& all_workloads() {
        nullptr},
       {"bigbuffers", "20 live buffers of 5-25 MiB, one replaced by a new zero-filled one at a time",
        run_bigbuffers, no_threads, bigbuffers_cases},
+      {"bigheap",
+       "a 275 MiB hash table of 3 M keys (48 B nodes and values), then 10 M random lookups",
+       run_bigheap, no_threads, nullptr, true, bigheap_allocators},
       {"server", "Larson-style: threads replace random blocks (8-1000 B) in a shared array",
        run_server, crossing_threads, nullptr},
       {"handoff", "16 B-16 KiB in per-thread windows, every other block freed by the next thread",
        run_handoff, crossing_threads, nullptr},
       {"apps",
-       "real programs: redis-server under redis-benchmark (1 and 16 in flight), CPython, "
-       "sqlite3, g++",
-       run_apps, no_threads, app_cases},
+       "real programs: redis-server under redis-benchmark (1 and 16 in flight; 1 M keys), "
+       "CPython, sqlite3, g++",
+       run_apps, no_threads, app_cases, true, app_extra_allocators},
       {"run", "any command: mempool-bench run -- CMD ARGS... (time and peak RSS)", run_command,
-       no_threads, nullptr},
+       no_threads, nullptr, true},
   };
   return list;
 }
@@ -119,6 +125,10 @@ const WorkloadInfo* find_workload(const std::string& name) {
   for (const WorkloadInfo& w : all_workloads())
     if (name == w.name) return &w;
   return nullptr;
+}
+
+std::vector<std::string> huge_page_allocators() {
+  return {"jemalloc-thp", "mempool-thp-never"};
 }
 
 nlohmann::json timing_metrics(const Timing& t, std::uint64_t total_ops, int threads) {

@@ -29,6 +29,13 @@ struct WorkloadInfo {
   // The cases one run of the workload covers, from the options given (spec.size
   // is 0 when --size was not). nullptr: just the options as given.
   std::vector<RunSpec> (*cases)(const RunSpec& given);
+  // Runs only through malloc (the allocators that replace it) unless --allocators
+  // names others: mempool's in-process APIs have nothing to run (apps, run), or the
+  // workload is about malloc replacements (bigheap).
+  bool malloc_only = false;
+  // Allocators a case runs under by default beyond those run by default (such as
+  // jemalloc-thp); nullptr: none.
+  std::vector<std::string> (*extra_allocators)(const RunSpec& c) = nullptr;
 };
 
 const std::vector<WorkloadInfo>& all_workloads();
@@ -44,6 +51,7 @@ nlohmann::json run_fragmentation(const RunSpec& spec);
 nlohmann::json run_churn(const RunSpec& spec);
 nlohmann::json run_scaling(const RunSpec& spec);
 nlohmann::json run_bigbuffers(const RunSpec& spec);
+nlohmann::json run_bigheap(const RunSpec& spec);
 nlohmann::json run_server(const RunSpec& spec);
 nlohmann::json run_handoff(const RunSpec& spec);
 nlohmann::json run_apps(const RunSpec& spec);
@@ -53,6 +61,11 @@ nlohmann::json run_command(const RunSpec& spec);
 // per program (given.app: a comma-separated choice, "" for all).
 std::vector<std::string> app_names();
 std::vector<RunSpec> app_cases(const RunSpec& given);
+// The extra allocators of an apps case (redis-bigheap: the huge-page configurations).
+std::vector<std::string> app_extra_allocators(const RunSpec& c);
+// The huge-page configurations that the large-heap cases (bigheap, redis-bigheap)
+// run under by default beside the usual allocators.
+std::vector<std::string> huge_page_allocators();
 
 // ---------------------------------------------------------------------------
 // Shared by the workloads.
@@ -68,6 +81,11 @@ nlohmann::json run_alloc_free_loop(const RunSpec& spec, std::size_t mixed_low, b
 // per op (wall time / ops per thread: what one op costs a thread while all run),
 // ops per second (all threads), peak resident set.
 nlohmann::json timing_metrics(const Timing& t, std::uint64_t total_ops, int threads);
+
+// A KiB count read from /proc, or null where it could not be read (-1).
+inline nlohmann::json kib_or_null(long kib) {
+  return kib >= 0 ? nlohmann::json(kib) : nlohmann::json(nullptr);
+}
 
 // avg, p50, p95, p99, p999, max and the number of samples, in ns.
 nlohmann::json latency_json(const LatencyHistogram& h);
