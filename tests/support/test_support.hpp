@@ -1,13 +1,24 @@
-// Helpers shared by the heap tests: block patterns, sanitizer detection, the
-// resident set size.
+// The tests' scaffolding, written once: sanitizer detection, the alignment check,
+// block patterns (fill and check), resident and virtual bytes (VmRSS, VmSize, mincore),
+// the cross-thread hand-off box, and the fresh-process runner with its checks that
+// say what failed (IN_FRESH_PROCESS, CHILD_CHECK).
 #pragma once
 
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <condition_variable>
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +44,7 @@
 #define MEMPOOL_TEST_TSAN 0
 #endif
 
-namespace heap_test {
+namespace mempool_test {
 
 inline constexpr bool kAsan = MEMPOOL_TEST_ASAN != 0;
 inline constexpr bool kTsan = MEMPOOL_TEST_TSAN != 0;
@@ -45,6 +56,11 @@ inline constexpr std::size_t kKiB = 1024;
 inline constexpr std::size_t kMiB = 1024 * kKiB;
 inline constexpr std::size_t kGiB = 1024 * kMiB;
 inline constexpr std::size_t kNoMismatch = SIZE_MAX;
+
+// p is a multiple of `alignment` (a power of two or not).
+inline bool is_aligned(const void* p, std::size_t alignment) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
+}
 
 // The 8-byte word at index i of the pattern of `seed`: different for every word
 // of a block and for every block, so a block handed out twice, a shifted copy or
@@ -129,6 +145,86 @@ inline std::size_t virtual_bytes() {
   return kib * 1024;
 }
 
+// Bytes of [p, p + n) resident in this process (mincore over the pages it spans);
+// SIZE_MAX if mincore fails (the range is not mapped).
+inline std::size_t resident_bytes_in(const void* p, std::size_t n) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(p) / page * page;
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(p) + n + page - 1) / page * page;
+  std::vector<unsigned char> vec((end - first) / page);
+  if (::mincore(reinterpret_cast<void*>(first), end - first, vec.data()) != 0) return SIZE_MAX;
+  std::size_t pages = 0;
+  for (unsigned char v : vec)
+    pages += v & 1;
+  return pages * page;
+}
+
+// The box in which one thread hands items to another: put() never blocks, take()
+// waits for an item or for close() (then nullopt), try_take() never waits.
+template <class T>
+class HandOff {
+ public:
+  void put(T item) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      items_.push_back(std::move(item));
+    }
+    ready_.notify_one();
+  }
+  std::optional<T> take() {
+    std::unique_lock<std::mutex> lock(m_);
+    ready_.wait(lock, [this] { return !items_.empty() || closed_; });
+    return pop_locked();
+  }
+  std::optional<T> try_take() {
+    std::lock_guard<std::mutex> lock(m_);
+    return pop_locked();
+  }
+  // Wakes every take(): once the box is empty they return nullopt.
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      closed_ = true;
+    }
+    ready_.notify_all();
+  }
+  std::vector<T> drain() {
+    std::lock_guard<std::mutex> lock(m_);
+    std::vector<T> all(std::make_move_iterator(items_.begin()),
+                       std::make_move_iterator(items_.end()));
+    items_.clear();
+    return all;
+  }
+
+ private:
+  std::optional<T> pop_locked() {
+    if (items_.empty()) return std::nullopt;
+    T item = std::move(items_.front());
+    items_.pop_front();
+    return item;
+  }
+
+  std::mutex m_;
+  std::condition_variable ready_;
+  std::deque<T> items_;
+  bool closed_ = false;
+};
+
+// Writes one line to stderr without allocating (the heap may be out of memory, or
+// the process past main).
+inline void say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void say(const char* fmt, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, fmt);
+  const int len = std::vsnprintf(line, sizeof line - 1, fmt, args);
+  va_end(args);
+  std::size_t n =
+      len < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(len), sizeof line - 2);
+  line[n++] = '\n';
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, n);
+}
+
 // "0x7f3a2c001040", as the misuse report writes a pointer.
 inline std::string hex_pointer(const void* p) {
   char buf[2 + 2 * sizeof(std::uintptr_t) + 1];
@@ -150,4 +246,27 @@ inline std::pair<std::size_t, std::size_t> find_overlap(
   return {0, 0};
 }
 
-}  // namespace heap_test
+}  // namespace mempool_test
+
+// In a child process (IN_FRESH_PROCESS, a fork, a death test): a failed check writes
+// "file:line: check failed: cond" and the message (printf-style) to stderr, then ends
+// the child with status 1, so the parent's report says which check failed.
+#define CHILD_CHECK(cond, ...)                                                   \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      ::mempool_test::say("%s:%d: check failed: %s", __FILE__, __LINE__, #cond); \
+      ::mempool_test::say(__VA_ARGS__);                                          \
+      ::_exit(1);                                                                \
+    }                                                                            \
+  } while (0)
+
+// Runs `body` in a freshly executed copy of this test program (gtest's "threadsafe"
+// death-test style: nothing another test did to the heap, and the environment as the
+// test set it, is what the child's heap starts from). The body must end the process
+// with status 0 (std::exit(0) or _exit(0)); its checks use CHILD_CHECK. The optional
+// second argument is a regular expression its stderr must match.
+#define IN_FRESH_PROCESS(body, ...)                                                          \
+  do {                                                                                       \
+    GTEST_FLAG_SET(death_test_style, "threadsafe");                                          \
+    EXPECT_EXIT(body, ::testing::ExitedWithCode(0), ::std::string(__VA_OPT__(__VA_ARGS__))); \
+  } while (0)
