@@ -15,11 +15,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <new>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -252,8 +251,7 @@ TEST(Override, ThreadsWithCrossThreadFreesAndChurn) {
     std::uint64_t seed;
     bool from_new;
   };
-  std::mutex mutex;
-  std::deque<Block> shared;
+  mempool_test::HandOff<Block> shared;
   std::atomic<int> bad{0};
   auto release = [&](const Block& b) {
     if (first_mismatch(b.p, b.n, b.seed) != kNoMismatch) ++bad;
@@ -276,21 +274,12 @@ TEST(Override, ThreadsWithCrossThreadFreesAndChurn) {
           const Block b{p, n, rng(), from_new};
           fill_pattern(b.p, b.n, b.seed);
           if ((i & 1) != 0) {
-            std::lock_guard<std::mutex> lock(mutex);
-            shared.push_back(b);
+            shared.put(b);
           } else {
             mine.push_back(b);
           }
           if (mine.size() > 64 || i % 7 == 0) {
-            Block other{};
-            {
-              std::lock_guard<std::mutex> lock(mutex);
-              if (!shared.empty()) {
-                other = shared.front();
-                shared.pop_front();
-              }
-            }
-            if (other.p != nullptr) release(other);
+            if (const std::optional<Block> other = shared.try_take()) release(*other);
             if (!mine.empty()) {
               release(mine.back());
               mine.pop_back();
@@ -304,7 +293,7 @@ TEST(Override, ThreadsWithCrossThreadFreesAndChurn) {
     for (std::thread& t : threads)
       t.join();
   }
-  for (const Block& b : shared)
+  for (const Block& b : shared.drain())
     release(b);
   EXPECT_EQ(bad, 0);
 }
