@@ -12,12 +12,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "support/test_support.hpp"
+
 namespace mempool {
 namespace {
 
-bool aligned(const void* p, std::size_t a) {
-  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-}
+using mempool_test::is_aligned;
 
 // A pool that counts what is live, to prove every path gives memory back.
 class CountingPool {
@@ -89,11 +89,11 @@ TEST(Allocator, OverAlignedElements) {
   Vec<Wide> v(10);
   for (int i = 0; i < 100; ++i) {
     v.emplace_back();
-    ASSERT_TRUE(aligned(v.data(), 64));
+    ASSERT_TRUE(is_aligned(v.data(), 64));
   }
   std::list<Wide, Allocator<Wide>> l(5);
   for (const Wide& w : l)
-    EXPECT_TRUE(aligned(&w, 64));
+    EXPECT_TRUE(is_aligned(&w, 64));
 }
 
 TEST(Allocator, OverflowingCountThrows) {
@@ -158,7 +158,7 @@ TEST(UniquePtr, MakeUniqueAndAllocateUnique) {
   }
   EXPECT_EQ(pool.live(), 0);
   auto w = make_unique<Wide>();
-  EXPECT_TRUE(aligned(w.get(), 64));
+  EXPECT_TRUE(is_aligned(w.get(), 64));
 }
 
 TEST(UniquePtr, ThrowingConstructorLeaksNothing) {
@@ -186,7 +186,7 @@ TEST(PoolResource, PmrContainersAndAlignedRequests) {
     m.emplace(1, "one");
     EXPECT_GT(pool.live(), 0);
     void* p = res.allocate(40, 64);
-    EXPECT_TRUE(aligned(p, 64)) << "over-aligned requests are never misaligned";
+    EXPECT_TRUE(is_aligned(p, 64)) << "over-aligned requests are never misaligned";
     EXPECT_FALSE(pool.owns(p));
     EXPECT_TRUE(mempool::owns(p)) << "what the pool cannot align comes from the general heap";
     res.deallocate(p, 40, 64);

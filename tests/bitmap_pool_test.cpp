@@ -13,6 +13,7 @@
 
 #include "mempool/detail/os.hpp"
 #include "mempool/detail/thread_slot.hpp"
+#include "support/test_support.hpp"
 
 namespace mempool {
 namespace {
@@ -25,7 +26,7 @@ TEST(BitmapPool, AllocatesExactlyCapacityBlocks) {
   for (int i = 0; i < 4096; ++i) {
     void* p = rt.allocate();
     ASSERT_NE(p, nullptr) << i;
-    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u);
+    ASSERT_TRUE(mempool_test::is_aligned(p, 16));
     ASSERT_TRUE(seen.insert(p).second);
     ASSERT_TRUE(rt.owns(p));
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mempool/detail/os.hpp"
+#include "support/test_support.hpp"
 
 namespace mempool {
 namespace {
@@ -21,9 +22,7 @@ struct Order {
   double price = 0;
 };
 
-bool aligned(const void* p, std::size_t a) {
-  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-}
+using mempool_test::is_aligned;
 
 TEST(ObjectPool, CreateConstructsAndDestroyRecycles) {
   ObjectPool<Order> pool;
@@ -43,7 +42,7 @@ TEST(ObjectPool, BlocksAreDistinctAlignedAndHoldTheirData) {
   std::vector<Order*> all;
   for (int i = 0; i < 5000; ++i) {
     all.push_back(pool.create(i, std::to_string(i)));
-    ASSERT_TRUE(aligned(all.back(), 16));
+    ASSERT_TRUE(is_aligned(all.back(), 16));
   }
   std::set<Order*> unique(all.begin(), all.end());
   EXPECT_EQ(unique.size(), all.size());
@@ -75,8 +74,8 @@ TEST(ObjectPool, HonoursOverAlignedTypes) {
   ObjectPool<Wide> wide;
   ObjectPool<Wider> wider;
   for (int i = 0; i < 100; ++i) {
-    EXPECT_TRUE(aligned(wide.allocate(), 64));
-    EXPECT_TRUE(aligned(wider.allocate(), 256));
+    EXPECT_TRUE(is_aligned(wide.allocate(), 64));
+    EXPECT_TRUE(is_aligned(wider.allocate(), 256));
   }
   EXPECT_EQ(wider.block_size(), 256u);
 }
@@ -192,7 +191,7 @@ TEST(FixedPool, RuntimeSizeAndAlignment) {
   std::vector<void*> v;
   for (int i = 0; i < 1000; ++i) {
     void* p = fixed.allocate();
-    ASSERT_TRUE(aligned(p, 16));
+    ASSERT_TRUE(is_aligned(p, 16));
     std::memset(p, i & 0xff, 48);
     v.push_back(p);
   }
@@ -208,7 +207,7 @@ TEST(FixedPool, RuntimeSizeAndAlignment) {
 TEST(FixedPool, PageAlignedBlocks) {
   FixedPool fixed(100, 4096);
   for (int i = 0; i < 10; ++i)
-    EXPECT_TRUE(aligned(fixed.allocate(), 4096));
+    EXPECT_TRUE(is_aligned(fixed.allocate(), 4096));
 }
 
 TEST(FixedPool, TryAllocateReturnsNullWhenTheOsRefuses) {
@@ -225,12 +224,19 @@ TEST(FixedPool, BadArguments) {
   EXPECT_THROW(FixedPool(64, 3), std::invalid_argument);
   EXPECT_THROW(FixedPool(64, 8192), std::invalid_argument);
   EXPECT_THROW(FixedPool(SIZE_MAX), std::length_error);
-  try {
-    FixedPool bad(64, 48);
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("mempool::FixedPool: alignment 48"), std::string::npos)
-        << e.what();
-  }
+  // The message names the pool and the bad value.
+  EXPECT_THROW(
+      {
+        try {
+          FixedPool bad(64, 48);
+        } catch (const std::invalid_argument& e) {
+          EXPECT_NE(std::string(e.what()).find("mempool::FixedPool: alignment 48"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      std::invalid_argument);
 }
 
 TEST(FixedPool, DestructionUnmapsEverything) {

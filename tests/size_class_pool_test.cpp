@@ -10,13 +10,12 @@
 #include <vector>
 
 #include "mempool/detail/os.hpp"
+#include "support/test_support.hpp"
 
 namespace mempool {
 namespace {
 
-bool aligned(const void* p, std::size_t a) {
-  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-}
+using mempool_test::is_aligned;
 
 TEST(SizeClassPool, ClassTable) {
   EXPECT_EQ(SizeClassPool::block_size(1), 8u);
@@ -41,7 +40,7 @@ TEST(SizeClassPool, EverySizeAndItsAlignment) {
     for (int k = 0; k < 3; ++k) {
       auto* p = static_cast<unsigned char*>(pool.allocate(n));
       ASSERT_NE(p, nullptr);
-      ASSERT_TRUE(aligned(p, SizeClassPool::alignment(n))) << "n=" << n;
+      ASSERT_TRUE(is_aligned(p, SizeClassPool::alignment(n))) << "n=" << n;
       ASSERT_TRUE(pool.owns(p));
       std::memset(p, static_cast<int>(n & 0xff), n);
       live.emplace_back(p, n);
@@ -73,7 +72,7 @@ TEST(SizeClassPool, ZeroAndLargeGoToOperatorNew) {
   void* large = pool.allocate(4096);
   EXPECT_FALSE(pool.owns(large));
   std::memset(large, 1, 4096);
-  EXPECT_TRUE(aligned(large, 16));
+  EXPECT_TRUE(is_aligned(large, 16));
   pool.deallocate(large, 4096);
   pool.deallocate(zero, 0);
   pool.deallocate(nullptr, 24);

@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/test_support.hpp"
+
 namespace {
 
 static_assert(std::is_same_v<decltype(FixedAllocator{}.my_malloc()), MemRange>);
@@ -39,7 +41,7 @@ TEST(CompatFixedAllocator, SixtyFourDistinctAlignedBlocksThenFull) {
     MemRange r = alloc.my_malloc();
     ASSERT_NE(r.lo, nullptr) << "block " << i;
     EXPECT_EQ(r.hi, r.lo + 63);
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(r.lo) % 16, 0u) << "16-aligned";
+    EXPECT_TRUE(mempool_test::is_aligned(r.lo, 16)) << "16-aligned";
     EXPECT_TRUE(starts.insert(r.lo).second) << "block handed out twice";
     std::memset(r.lo, i, 64);
     blocks.push_back(r);

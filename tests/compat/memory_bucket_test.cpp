@@ -16,6 +16,7 @@
 #include "mempool/detail/platform.hpp"
 #include "mempool/heap.hpp"
 #include "mempool/size_class_pool.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -106,8 +107,8 @@ TEST(CompatMemoryBucket, BlocksAreDistinctUsableAndAligned) {
   // 16- and 32-byte blocks are 16-aligned, as malloc's.
   void* a = MemoryBucket::allocate(16);
   void* b = MemoryBucket::allocate(32);
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 16, 0u);
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b) % 16, 0u);
+  EXPECT_TRUE(mempool_test::is_aligned(a, 16));
+  EXPECT_TRUE(mempool_test::is_aligned(b, 16));
   MemoryBucket::deallocate(a, 16);
   MemoryBucket::deallocate(b, 32);
 

@@ -17,6 +17,7 @@
 
 #include "mempool/allocator.hpp"
 #include "mempool/detail/platform.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -52,7 +53,7 @@ TEST(CompatPoolAllocator, PoolSizeBlocksThenNullptr) {
   for (int i = 0; i < 100; ++i) {
     void* p = allocator.allocate_object();
     ASSERT_NE(p, nullptr) << "block " << i;
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 16, 0u) << "16-aligned";
+    EXPECT_TRUE(mempool_test::is_aligned(p, 16)) << "16-aligned";
     EXPECT_TRUE(distinct.insert(p).second) << "block handed out twice";
     blocks.push_back(new (p) obj{i, -i, i * 3});
   }
@@ -95,7 +96,7 @@ TEST(CompatPoolAllocator, SmallAndOddSizes) {
     ASSERT_TRUE(a && b && c) << size;
     EXPECT_EQ(allocator.allocate_object(), nullptr) << size;
     if (size >= 16) {
-      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 16, 0u) << size;
+      EXPECT_TRUE(mempool_test::is_aligned(a, 16)) << size;
     }
     std::memset(a, 1, size);
     std::memset(b, 2, size);

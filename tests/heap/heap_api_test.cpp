@@ -35,9 +35,7 @@ std::size_t default_alignment(std::size_t n) {
   return n >= 16 ? 16 : 8;
 }
 
-bool aligned(const void* p, std::size_t a) {
-  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-}
+using mempool_test::is_aligned;
 
 // Reading big blocks back word by word under a sanitizer costs seconds; there,
 // blocks over 64 KiB are read at their edges and every 61st word.
@@ -50,7 +48,7 @@ std::size_t read_stride(std::size_t n) {
 void check_fresh(void* p, std::size_t n, std::size_t alignment, std::uint64_t seed,
                  std::size_t* usable) {
   ASSERT_NE(p, nullptr) << "n=" << n;
-  ASSERT_TRUE(aligned(p, alignment)) << "n=" << n << " p=" << p << " alignment " << alignment;
+  ASSERT_TRUE(is_aligned(p, alignment)) << "n=" << n << " p=" << p << " alignment " << alignment;
   *usable = usable_size(p);
   ASSERT_GE(*usable, n) << "n=" << n;
   ASSERT_EQ(mp_usable_size(p), *usable);
@@ -188,7 +186,7 @@ TEST(HeapApi, HugeSizes) {
     const std::size_t n = kGiB;
     auto* p = static_cast<unsigned char*>(allocate_variant(n, variant));
     ASSERT_NE(p, nullptr) << "1 GiB, variant " << variant;
-    ASSERT_TRUE(aligned(p, 16));
+    ASSERT_TRUE(is_aligned(p, 16));
     const std::size_t usable = usable_size(p);
     ASSERT_GE(usable, n);
     p[usable - 1] = 0x5a;
@@ -320,7 +318,7 @@ TEST(HeapApi, PosixMemalign) {
   void* out = untouched;
   ASSERT_EQ(mp_posix_memalign(&out, 64, 0), 0);
   EXPECT_NE(out, untouched);
-  EXPECT_TRUE(aligned(out, 64));
+  EXPECT_TRUE(is_aligned(out, 64));
   mp_free(out);
 }
 
@@ -333,7 +331,7 @@ TEST(HeapApi, ZeroSizeIsUniqueAndNonNull) {
   for (int i = 0; i < 300; ++i) {
     void* p = i % 3 == 0 ? mp_malloc(0) : i % 3 == 1 ? allocate(0) : try_allocate(0);
     ASSERT_NE(p, nullptr);
-    ASSERT_TRUE(aligned(p, 8));
+    ASSERT_TRUE(is_aligned(p, 8));
     ASSERT_TRUE(seen.insert(p).second) << "zero-size block handed out twice: " << p;
     blocks.push_back(p);
   }
@@ -409,7 +407,7 @@ TEST(HeapApi, CallocZeroesFreshBlocks) {
     for (std::size_t size : {1u, 8u, 13u, 64u, 1000u, 4096u, 70000u}) {
       void* p = mp_calloc(count, size);
       ASSERT_NE(p, nullptr);
-      ASSERT_TRUE(aligned(p, default_alignment(count * size)));
+      ASSERT_TRUE(is_aligned(p, default_alignment(count * size)));
       ASSERT_GE(mp_usable_size(p), count * size);
       ASSERT_TRUE(all_zero(p, count * size)) << count << " x " << size;
       mp_free(p);
@@ -461,10 +459,18 @@ TEST(HeapApi, CallocOverflowIsEnomem) {
     EXPECT_EQ(mp_calloc(count, size), nullptr) << count << " x " << size;
     EXPECT_EQ(errno, ENOMEM) << count << " x " << size;
   }
-  // Zero elements or zero-size elements: whatever comes back can be freed.
-  mp_free(mp_calloc(0, 16));
-  mp_free(mp_calloc(16, 0));
-  mp_free(mp_calloc(0, SIZE_MAX));
+  // Zero elements or zero-size elements: as mp_malloc(0) (mempool.h), a unique pointer
+  // to a block of the heap, live until it is freed.
+  void* zero[3] = {mp_calloc(0, 16), mp_calloc(16, 0), mp_calloc(0, SIZE_MAX)};
+  for (void* p : zero) {
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(owns(p));
+  }
+  EXPECT_NE(zero[0], zero[1]);
+  EXPECT_NE(zero[1], zero[2]);
+  EXPECT_NE(zero[0], zero[2]);
+  for (void* p : zero)
+    mp_free(p);
 }
 
 // ---- realloc ----------------------------------------------------------------
@@ -480,7 +486,7 @@ void realloc_through(const std::vector<std::size_t>& sizes, std::uint64_t seed) 
     const std::size_t m = sizes[i];
     void* q = mp_realloc(p, m);
     ASSERT_NE(q, nullptr) << n << " -> " << m;
-    ASSERT_TRUE(aligned(q, default_alignment(m))) << n << " -> " << m;
+    ASSERT_TRUE(is_aligned(q, default_alignment(m))) << n << " -> " << m;
     ASSERT_GE(mp_usable_size(q), m) << n << " -> " << m;
     const std::size_t keep = std::min(n, m);
     const std::size_t at = first_mismatch(q, keep, seed, read_stride(keep));
@@ -490,6 +496,53 @@ void realloc_through(const std::vector<std::size_t>& sizes, std::uint64_t seed) 
     n = m;
   }
   mp_free(p);
+}
+
+// A block allocated on one thread and reallocated on another, smaller, the same and
+// larger (within its class, across classes, into large sizes and back), with the
+// realloc as the new thread's very first call into the heap: the prefix survives, and
+// the block the other thread ends with is freed there.
+TEST(HeapApi, ReallocOfABlockFromAnotherThread) {
+  const std::size_t sizes[] = {1, 24, 100, 1000, 5000, 40000, 300000, 3 * kMiB};
+  for (const std::size_t n : sizes) {
+    for (const std::size_t m : {n / 2 + 1, n, n + 1, 2 * n, n + 70000}) {
+      const std::uint64_t seed = n * 31 + m;
+      void* p = mp_malloc(n);
+      ASSERT_NE(p, nullptr) << n;
+      fill_pattern(p, n, seed);
+      void* q = nullptr;
+      std::thread([&] { q = mp_realloc(p, m); }).join();  // its first call
+      ASSERT_NE(q, nullptr) << n << " -> " << m;
+      ASSERT_GE(mp_usable_size(q), m) << n << " -> " << m;
+      const std::size_t at = first_mismatch(q, std::min(n, m), seed);
+      EXPECT_EQ(at, kNoMismatch) << n << " -> " << m << " on another thread lost byte " << at;
+      mp_free(q);
+    }
+  }
+  // And the other way: many blocks from short-lived threads, reallocated here and by a
+  // second thread whose first call is a realloc.
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  std::thread([&blocks] {
+    for (std::size_t i = 0; i < 2000; ++i) {
+      const std::size_t n = 1 + (i * 37) % 3000;
+      void* p = mp_malloc(n);
+      fill_pattern(p, n, i);
+      blocks.emplace_back(p, n);
+    }
+  }).join();
+  std::size_t damaged = 0;
+  std::thread([&blocks, &damaged] {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      auto& [p, n] = blocks[i];
+      const std::size_t m = i % 2 == 0 ? n * 3 : n / 3 + 1;
+      p = mp_realloc(p, m);
+      if (p == nullptr || first_mismatch(p, std::min(n, m), i) != kNoMismatch) ++damaged;
+      n = m;
+    }
+  }).join();
+  EXPECT_EQ(damaged, 0u);
+  for (const auto& [p, n] : blocks)
+    mp_free(p);
 }
 
 TEST(HeapApi, ReallocAcrossClassesAndIntoLargeSizes) {

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -31,30 +30,6 @@ using heap_test::kMiB;
 bool system_has_thp() {
   return heap_test::system_thp_mode() != "never";
 }
-
-// In a child: a failed check says which and why on stderr, then exits with 1.
-void child_check(bool ok, int line, const char* what, const char* fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-void child_check(bool ok, int line, const char* what, const char* fmt, ...) {
-  if (ok) return;
-  std::fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, line, what);
-  va_list args;
-  va_start(args, fmt);
-  std::vfprintf(stderr, fmt, args);
-  va_end(args);
-  std::fputc('\n', stderr);
-  std::fflush(stderr);
-  ::_exit(1);
-}
-#define CHILD_CHECK(cond, ...) child_check((cond), __LINE__, #cond, __VA_ARGS__)
-
-// Runs `body` in a freshly executed copy of this test (gtest's "threadsafe"
-// death-test style), which must end with _exit(0).
-#define IN_FRESH_PROCESS(body)                           \
-  do {                                                   \
-    GTEST_FLAG_SET(death_test_style, "threadsafe");      \
-    EXPECT_EXIT(body, ::testing::ExitedWithCode(0), ""); \
-  } while (0)
 
 double mib(std::size_t bytes) {
   return static_cast<double>(bytes) / static_cast<double>(kMiB);

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <iterator>
 #include <new>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -39,41 +40,11 @@ using heap_test::kKiB;
 using heap_test::kMiB;
 using heap_test::kNoMismatch;
 
-// Writes one line to stderr without allocating (the heap may be out of memory).
-void say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void say(const char* fmt, ...) {
-  char line[512];
-  va_list args;
-  va_start(args, fmt);
-  const int len = std::vsnprintf(line, sizeof line - 1, fmt, args);
-  va_end(args);
-  std::size_t n =
-      len < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(len), sizeof line - 2);
-  line[n++] = '\n';
-  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, n);
-}
-
-// In a child: a failed check reports its line and ends the child with status 1.
-#define CHILD_CHECK(cond, ...)                                   \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      say("%s:%d: check failed: %s", __FILE__, __LINE__, #cond); \
-      say(__VA_ARGS__);                                          \
-      ::_exit(1);                                                \
-    }                                                            \
-  } while (0)
+using mempool_test::say;
 
 double mib(std::size_t bytes) {
   return static_cast<double>(bytes) / static_cast<double>(kMiB);
 }
-
-// Runs `body` in a freshly executed copy of this test (gtest's "threadsafe"
-// death-test style), which must end with _exit(0).
-#define IN_FRESH_PROCESS(body)                           \
-  do {                                                   \
-    GTEST_FLAG_SET(death_test_style, "threadsafe");      \
-    EXPECT_EXIT(body, ::testing::ExitedWithCode(0), ""); \
-  } while (0)
 
 // ---- Resident memory ---------------------------------------------------------
 
@@ -198,6 +169,135 @@ TEST(HeapMemory, CollectReturnsMemory) {
 TEST(HeapMemory, BigCallocLeavesFreshPagesUntouched) {
   if (heap_test::kSanitized) GTEST_SKIP() << "shadow memory makes resident sizes meaningless";
   IN_FRESH_PROCESS(big_calloc_child());
+}
+
+// The decay (MEMPOOL_DECAY_MS=200 here), seen in the process's resident pages and not
+// in the heap's counters: a 32 MiB block, written, then freed, stays resident (32 MiB is
+// below the 128 MiB release threshold and the 64 MiB direct-map threshold: its pages
+// wait in the page heap); 600 ms later (past 1.25 decay times, the latest a page goes
+// back, with 350 ms to spare for a slow machine) one allocation of another span, the
+// event that runs the decay, and no collect(): the 32 MiB are no longer resident.
+[[noreturn]] void decay_child() {
+  constexpr std::size_t kBlock = 32 * kMiB;
+  auto* p = static_cast<unsigned char*>(mp_malloc(kBlock));
+  CHILD_CHECK(p != nullptr, "mp_malloc(32 MiB) failed");
+  std::memset(p, 0x3c, kBlock);
+  const std::size_t written = heap_test::resident_bytes_in(p, kBlock);
+  CHILD_CHECK(written == kBlock, "%.1f MiB of the 32 MiB written are resident", mib(written));
+  mp_free(p);
+  // Still resident: nothing is given back before the decay time (or the threshold).
+  const std::size_t kept = heap_test::resident_bytes_in(p, kBlock);
+  const std::size_t rss_kept = heap_test::resident_bytes();
+  CHILD_CHECK(kept == kBlock, "%.1f MiB of the freed 32 MiB went back before the decay time",
+              mib(kBlock - kept));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  void* other = mp_malloc(kMiB);  // a large span: the page heap's decay check runs
+  CHILD_CHECK(other != nullptr, "mp_malloc(1 MiB) failed");
+  const std::size_t left = heap_test::resident_bytes_in(p, kBlock);
+  const std::size_t rss_left = heap_test::resident_bytes();
+  say("decay: %.1f MiB of the freed 32 MiB resident after 600 ms (VmRSS %.1f -> %.1f MiB)",
+      mib(left), mib(rss_kept), mib(rss_left));
+  // The 1 MiB block may have been carved from those pages, untouched: 0 resident.
+  CHILD_CHECK(left == 0, "%.1f MiB of the freed 32 MiB still resident after the decay time",
+              mib(left));
+  // VmRSS falls by the 32 MiB, less 2 MiB for what else the process touched meanwhile
+  // (the 1 MiB span's metadata, stacks, the heap's bookkeeping: well under 2 MiB).
+  CHILD_CHECK(heap_test::kSanitized || rss_left + 30 * kMiB <= rss_kept,
+              "VmRSS fell by %.1f MiB only (32 MiB decayed)",
+              mib(rss_kept - std::min(rss_kept, rss_left)));
+  mp_free(other);
+  ::_exit(0);
+}
+
+TEST(HeapMemory, DecayReturnsResidentPagesWithoutCollect) {
+  ::setenv("MEMPOOL_DECAY_MS", "200", 1);
+  IN_FRESH_PROCESS(decay_child());
+  ::unsetenv("MEMPOOL_DECAY_MS");
+}
+
+// A producer thread allocates batches of 1000 blocks (16 to 1024 bytes: 16 small
+// classes, 0.5 MiB a batch) and hands each to a consumer thread, which checks and frees
+// them: every block is freed on the other thread, for 1000 rounds, at most 2 batches in
+// flight. The producer's allocations must come from what the consumer freed (through the
+// central cache), so the heap stops growing once the caches are full.
+[[noreturn]] void steady_cross_thread_frees_child() {
+  constexpr int kRounds = heap_test::kSanitized ? 300 : 1000;
+  constexpr int kWarmRounds = 100;
+  constexpr std::size_t kBatch = 1000;
+  struct Batch {
+    std::vector<std::pair<void*, std::size_t>> blocks;
+    int round;
+  };
+  mempool_test::HandOff<Batch> full;
+  mempool_test::HandOff<int> done;
+  std::size_t mapped_warm = 0;
+  std::size_t rss_warm = 0;
+  std::size_t mapped_peak_after_warm = 0;
+  const std::size_t mapped_start = stats().bytes_mapped;
+  std::atomic<int> damaged{0};
+  std::thread consumer([&] {
+    while (std::optional<Batch> b = full.take()) {
+      for (const auto& [p, n] : b->blocks) {
+        if (first_mismatch(p, n, reinterpret_cast<std::uintptr_t>(p)) != kNoMismatch)
+          damaged.fetch_add(1);
+        mp_free(p);
+      }
+      done.put(b->round);
+    }
+  });
+  std::thread producer([&] {
+    for (int round = 0; round < kRounds; ++round) {
+      if (round >= 2) (void)done.take();  // at most 2 batches in flight
+      if (round == kWarmRounds) {
+        mapped_warm = stats().bytes_mapped;
+        rss_warm = heap_test::resident_bytes();
+      }
+      if (round > kWarmRounds)
+        mapped_peak_after_warm = std::max(mapped_peak_after_warm, stats().bytes_mapped);
+      Batch b{{}, round};
+      b.blocks.reserve(kBatch);
+      for (std::size_t i = 0; i < kBatch; ++i) {
+        const std::size_t n = 16 + (i * 64 + static_cast<std::size_t>(round)) % 1009;
+        void* p = mp_malloc(n);
+        CHILD_CHECK(p != nullptr, "mp_malloc(%zu) failed", n);
+        fill_pattern(p, n, reinterpret_cast<std::uintptr_t>(p));
+        b.blocks.emplace_back(p, n);
+      }
+      full.put(std::move(b));
+    }
+    full.close();
+  });
+  producer.join();
+  consumer.join();
+  const std::size_t mapped_end = stats().bytes_mapped;
+  const std::size_t rss_end = heap_test::resident_bytes();
+  say("cross-thread frees: mapped %.1f MiB after %d rounds, %.1f MiB peak after, %.1f MiB "
+      "after %d (%.1f MiB at the start); VmRSS %.1f -> %.1f MiB",
+      mib(mapped_warm), kWarmRounds, mib(mapped_peak_after_warm), mib(mapped_end), kRounds,
+      mib(mapped_start), mib(rss_warm), mib(rss_end));
+  CHILD_CHECK(damaged.load() == 0, "%d blocks damaged between the threads", damaged.load());
+  // In flight: at most 2 batches, 1000 blocks of at most 1024 bytes each: 2 MiB. Cached:
+  // the two threads' caches, 8 MiB each at most (MEMPOOL_THREAD_CACHE_BYTES). The
+  // central cache and partly used spans: up to 8 MiB more. 2 + 16 + 8 = 26 MiB over the
+  // start, however many rounds run; a consumer's frees that the producer never got back
+  // would add 0.5 MiB a round, 450 MiB over the 900 rounds after the warm-up.
+  constexpr std::size_t kBound = 26 * kMiB;
+  CHILD_CHECK(mapped_peak_after_warm <= mapped_start + kBound,
+              "mapped %.1f MiB over the start (bound %.1f MiB)",
+              mib(mapped_peak_after_warm - mapped_start), mib(kBound));
+  // After the warm-up (caches full, the flow settled) growth is at most one batch in
+  // flight more than was seen then, and the span granularity: 1 + 2 MiB.
+  CHILD_CHECK(mapped_peak_after_warm <= mapped_warm + 3 * kMiB,
+              "mapped grew by %.1f MiB after round %d (bound 3 MiB)",
+              mib(mapped_peak_after_warm - mapped_warm), kWarmRounds);
+  CHILD_CHECK(heap_test::kSanitized || rss_end <= rss_warm + 3 * kMiB,
+              "VmRSS grew by %.1f MiB after round %d (bound 3 MiB)",
+              mib(rss_end - std::min(rss_end, rss_warm)), kWarmRounds);
+  ::_exit(0);
+}
+
+TEST(HeapMemory, SteadyCrossThreadFreesStayBounded) {
+  IN_FRESH_PROCESS(steady_cross_thread_frees_child());
 }
 
 // ---- Out of memory -----------------------------------------------------------

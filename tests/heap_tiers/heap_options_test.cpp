@@ -1,6 +1,7 @@
 // The heap's MEMPOOL_* environment variables. Each case runs in a fresh process
 // (gtest's "threadsafe" death-test style re-executes the binary), so the heap
-// starts there and reads the variables the parent set.
+// starts there and reads the variables the parent set. A failed check in a child
+// says which (CHILD_CHECK) before it exits 1.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -34,7 +36,8 @@ TEST_F(HeapOptions, BadValuesAreReportedAndIgnored) {
       {
         void* p = mp_malloc(100);
         mp_free(p);
-        std::exit(p != nullptr ? 0 : 1);
+        CHILD_CHECK(p != nullptr, "mp_malloc(100) failed");
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0),
       "ignoring MEMPOOL_VERBOSE=maybe(.|\n)*ignoring MEMPOOL_RELEASE_THRESHOLD=12x(.|\n)*"
@@ -50,7 +53,8 @@ TEST_F(HeapOptions, BadCacheAndDecayValuesAreReportedAndIgnored) {
       {
         void* p = mp_malloc(100);
         mp_free(p);
-        std::exit(p != nullptr ? 0 : 1);
+        CHILD_CHECK(p != nullptr, "mp_malloc(100) failed");
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0),
       "ignoring MEMPOOL_DIRECT_CACHE_BYTES=lots(.|\n)*ignoring MEMPOOL_DECAY_MS=soon(.|\n)*"
@@ -61,7 +65,8 @@ TEST_F(HeapOptions, BadCacheAndDecayValuesAreReportedAndIgnored) {
 [[noreturn]] void allocate_once_and_exit() {
   void* p = mp_malloc(100);
   mp_free(p);
-  std::exit(p != nullptr ? 0 : 1);
+  CHILD_CHECK(p != nullptr, "mp_malloc(100) failed");
+  std::exit(0);
 }
 
 // MEMPOOL_HARDENED_SEED (read by every build, used by the hardened library): a decimal
@@ -84,13 +89,16 @@ TEST_F(HeapOptions, DecayNeverKeepsCachedMappingsUntilCollect) {
       {
         void* p = mempool::allocate(20 << 20);
         mempool::deallocate(p);
-        const bool kept = mempool::stats().bytes_free_in_page_heap >= (20 << 20);
+        const std::size_t kept = mempool::stats().bytes_free_in_page_heap;
+        CHILD_CHECK(kept >= (20 << 20), "%zu bytes kept after freeing 20 MiB", kept);
         void* q = mempool::allocate(40 << 20);  // over the budget: unmapped at free
         mempool::deallocate(q);
-        const bool bounded = mempool::stats().bytes_free_in_page_heap < (40 << 20);
+        const std::size_t bounded = mempool::stats().bytes_free_in_page_heap;
+        CHILD_CHECK(bounded < (40 << 20), "%zu bytes kept after freeing 40 MiB", bounded);
         mempool::collect();
-        const bool released = mempool::stats().bytes_free_in_page_heap == 0;
-        std::exit(kept && bounded && released ? 0 : 1);
+        const std::size_t left = mempool::stats().bytes_free_in_page_heap;
+        CHILD_CHECK(left == 0, "%zu bytes kept after collect()", left);
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
 }
@@ -131,10 +139,13 @@ TEST_F(HeapOptions, MemoryLimitTakesByteSuffixes) {
   EXPECT_EXIT(
       {
         mp_free(mp_malloc(100));
-        const bool read = mp_memory_limit() == (std::size_t{150} << 20) &&
-                          mempool::memory_limit() == (std::size_t{150} << 20) &&
-                          mempool::stats().memory_limit == (std::size_t{150} << 20);
-        std::exit(read ? 0 : 1);
+        constexpr std::size_t k150M = std::size_t{150} << 20;
+        CHILD_CHECK(mp_memory_limit() == k150M, "mp_memory_limit() %zu", mp_memory_limit());
+        CHILD_CHECK(mempool::memory_limit() == k150M, "memory_limit() %zu",
+                    mempool::memory_limit());
+        CHILD_CHECK(mempool::stats().memory_limit == k150M, "stats().memory_limit %zu",
+                    mempool::stats().memory_limit);
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0), "MEMPOOL_MEMORY_LIMIT=157286400");
 }
@@ -145,7 +156,8 @@ TEST_F(HeapOptions, BadMemoryLimitIsReportedAndIgnored) {
     EXPECT_EXIT(
         {
           mp_free(mp_malloc(100));
-          std::exit(mp_memory_limit() == 0 ? 0 : 1);
+          CHILD_CHECK(mp_memory_limit() == 0, "a limit of %zu", mp_memory_limit());
+          std::exit(0);
         },
         ::testing::ExitedWithCode(0), std::string("ignoring MEMPOOL_MEMORY_LIMIT=") + bad)
         << bad;
@@ -160,9 +172,12 @@ TEST_F(HeapOptions, MemoryLimitCallOverridesTheVariable) {
       {
         mempool::set_memory_limit(std::size_t{64} << 20);
         mp_free(mp_malloc(100));
-        const bool set = mp_memory_limit() == (std::size_t{64} << 20);
+        CHILD_CHECK(mp_memory_limit() == (std::size_t{64} << 20),
+                    "the call's limit is not in force: %zu", mp_memory_limit());
         mp_set_memory_limit(0);
-        std::exit(set && mempool::memory_limit() == 0 ? 0 : 1);
+        CHILD_CHECK(mempool::memory_limit() == 0, "a limit of %zu after setting 0",
+                    mempool::memory_limit());
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
 }
@@ -186,7 +201,9 @@ TEST_F(HeapOptions, ReleaseThresholdZeroGivesFreePagesBackAtOnce) {
         void* p = mempool::allocate(4 << 20);  // a large span from the page heap
         static_cast<char*>(p)[0] = 1;
         mempool::deallocate(p);
-        std::exit(mempool::stats().bytes_free_in_page_heap == 0 ? 0 : 1);
+        const std::size_t kept = mempool::stats().bytes_free_in_page_heap;
+        CHILD_CHECK(kept == 0, "%zu free bytes kept with a threshold of 0", kept);
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
 }
@@ -198,10 +215,14 @@ TEST_F(HeapOptions, DirectMapThresholdSendsBigBlocksToTheirOwnMapping) {
       {
         const std::size_t mapped = mempool::stats().bytes_mapped;
         void* p = mempool::allocate(2 << 20);
-        const bool grew = mempool::stats().bytes_mapped >= mapped + (2 << 20);
+        const std::size_t with = mempool::stats().bytes_mapped;
+        CHILD_CHECK(with >= mapped + (2 << 20), "mapped %zu -> %zu for a 2 MiB block", mapped,
+                    with);
         mempool::deallocate(p);  // unmapped at once
-        const bool shrank = mempool::stats().bytes_mapped < mapped + (2 << 20);
-        std::exit(grew && shrank ? 0 : 1);
+        const std::size_t after = mempool::stats().bytes_mapped;
+        CHILD_CHECK(after < mapped + (2 << 20), "mapped %zu after its free (%zu before)", after,
+                    mapped);
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
 }
@@ -221,7 +242,8 @@ TEST_F(HeapOptions, ThreadCacheBytesBoundsOneThreadsCache) {
             mempool::deallocate(p);
         }
         const std::size_t cached = mempool::stats().bytes_in_thread_caches;
-        std::exit(cached > 0 && cached <= (1 << 20) ? 0 : 1);
+        CHILD_CHECK(cached > 0 && cached <= (1 << 20), "%zu bytes cached (limit 1 MiB)", cached);
+        std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -123,31 +124,67 @@ TEST(HeapPageMap, NewestLeafAndOlderLeavesAgree) {
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start)), nullptr);
 }
 
+// Spans of `pages` taken from the page heap (held in `held`) until `found` accepts the
+// latest ones; nullptr-free. Gives up once more than `budget` pages are held: by then
+// the page heap has handed out more than the free pages it had, so it is mapping fresh
+// memory rather than using what `found` looks for.
+template <class Found>
+bool take_until(std::size_t pages, std::size_t count, std::size_t budget, std::vector<Span*>& held,
+                Found found) {
+  while (held.size() * pages <= budget) {
+    for (std::size_t i = 0; i < count; ++i) {
+      Span* s = g_page_heap.allocate(pages);
+      if (s == nullptr) return false;
+      held.push_back(s);
+    }
+    if (found(std::span<Span*>(held).last(count))) return true;
+  }
+  return false;
+}
+
+// Free pages the page heap holds, resident or given back.
+std::size_t free_pages() {
+  const PageHeapStats st = g_page_heap.stats();
+  return (st.bytes_free_resident + st.bytes_free_released) / kHeapPageSize;
+}
+
 TEST(HeapPageHeap, SplitsCoalescesAndAligns) {
-  Span* a = g_page_heap.allocate(4);
-  Span* b = g_page_heap.allocate(4);
-  Span* c = g_page_heap.allocate(4);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  ASSERT_NE(c, nullptr);
+  // Three neighbours of 4 pages: taken 3 at a time until the last 3 are adjacent (the
+  // first 3 are, unless free spans elsewhere serve them; the budget: all of those, then
+  // 3 more spans from one fresh run).
+  std::vector<Span*> held;
+  const auto adjacent = [](std::span<Span*> three) {
+    std::sort(three.begin(), three.end(), [](Span* x, Span* y) { return x->start < y->start; });
+    return three[1]->start == three[0]->start + three[0]->bytes() &&
+           three[2]->start == three[1]->start + three[1]->bytes();
+  };
+  ASSERT_TRUE(take_until(4, 3, free_pages() + 3 * 4, held, adjacent))
+      << "no three spans taken one after another were neighbours";
+  Span* c = held.back();
+  held.pop_back();
+  Span* b = held.back();
+  held.pop_back();
+  Span* a = held.back();
+  held.pop_back();
   EXPECT_EQ(a->state, SpanState::kLarge);
   EXPECT_EQ(a->pages, 4u);
   // Every page of a span in use maps to it.
   for (std::size_t i = 0; i < 4; ++i)
     EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b->start + i * kHeapPageSize)), b);
-  const bool adjacent = b->start == a->start + a->bytes() && c->start == b->start + b->bytes();
   const std::uintptr_t a_start = a->start;
   g_page_heap.free(a);
   g_page_heap.free(c);
   g_page_heap.free(b);  // joins both neighbours
-  if (adjacent) {
-    Span* merged = g_page_map.lookup(reinterpret_cast<void*>(a_start));
-    ASSERT_NE(merged, nullptr);
-    EXPECT_EQ(merged->state, SpanState::kFree);
-    EXPECT_GE(merged->pages, 12u) << "three neighbours coalesce";
-    // The middle pages of a free span map to nothing (no stale span pointers).
-    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a_start + 5 * kHeapPageSize)), nullptr);
-  }
+  Span* merged = g_page_map.lookup(reinterpret_cast<void*>(a_start));
+  ASSERT_NE(merged, nullptr);
+  EXPECT_EQ(merged->state, SpanState::kFree);
+  EXPECT_GE(merged->pages, 12u) << "three neighbours coalesce";
+  EXPECT_LE(merged->start, a_start);
+  EXPECT_GE(merged->start + merged->bytes(), a_start + 12 * kHeapPageSize);
+  // The middle pages of a free span map to nothing (no stale span pointers).
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a_start + 5 * kHeapPageSize)), nullptr);
+  for (Span* other : held)  // after the check: one of them may lie below a
+    g_page_heap.free(other);
   Span* aligned = g_page_heap.allocate(3, 8);  // 64 KiB alignment
   ASSERT_NE(aligned, nullptr);
   EXPECT_EQ(aligned->start % (8 * kHeapPageSize), 0u);
@@ -167,19 +204,29 @@ TEST(HeapPageHeap, ResizeInPlaceAndReleaseToTheOs) {
   EXPECT_EQ(s->start, start);
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(start + 9 * kHeapPageSize)), s);
   auto* bytes = reinterpret_cast<unsigned char*>(s->start);
-  bytes[0] = 0xab;
+  for (std::size_t i = 0; i < 10; ++i)
+    bytes[i * kHeapPageSize] = 0xab;  // every page written
   g_page_heap.free(s);
   g_page_heap.release_all();
   const PageHeapStats st = g_page_heap.stats();
   EXPECT_EQ(st.bytes_free_resident, 0u) << "release_all gives back every free page";
   EXPECT_GT(st.bytes_free_released, 0u);
-  // Released pages read as zeros when handed out again.
-  Span* again = g_page_heap.allocate(10);
-  ASSERT_NE(again, nullptr);
-  if (again->start == start) {
-    EXPECT_EQ(reinterpret_cast<unsigned char*>(again->start)[0], 0);
-  }
-  g_page_heap.free(again);
+  // Released pages read as zeros when handed out again: spans of 10 pages are taken
+  // until one lies over a page of the written span (all the free pages, then one more).
+  std::vector<Span*> held;
+  const auto over_s = [start](std::span<Span*> one) {
+    return one[0]->start < start + 10 * kHeapPageSize && start < one[0]->start + one[0]->bytes();
+  };
+  ASSERT_TRUE(take_until(10, 1, free_pages() + 10, held, over_s))
+      << "the page heap did not hand out the released pages again";
+  Span* again = held.back();
+  for (std::uintptr_t page = std::max(start, again->start);
+       page < std::min(start + 10 * kHeapPageSize, again->start + again->bytes());
+       page += kHeapPageSize)
+    EXPECT_EQ(*reinterpret_cast<unsigned char*>(page), 0)
+        << "page " << (page - start) / kHeapPageSize;
+  for (Span* h : held)
+    g_page_heap.free(h);
 }
 
 TEST(HeapCentralCache, KeepsFullBatchesAndReturnsEmptySpans) {

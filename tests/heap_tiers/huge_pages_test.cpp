@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../heap/heap_test_util.hpp"
+#include "../support/test_support.hpp"
 #include "heap/hugepage_filler.hpp"
 #include "heap/page_heap.hpp"
 #include "heap/page_map.hpp"
@@ -102,7 +102,7 @@ TEST(HeapHugePages, NoCommitBoundarySplitsAHugePage) {
     // Every huge page the span touches lies whole inside one read-write mapping.
     const std::uintptr_t low = s->start & ~(kHugePageSize - 1);
     const std::uintptr_t high = (s->start + s->bytes() + kHugePageSize - 1) & ~(kHugePageSize - 1);
-    const heap_test::Mapping m = heap_test::mapping_of(address_as(s->start));
+    const mempool_test::Mapping m = mempool_test::mapping_of(address_as(s->start));
     ASSERT_TRUE(m.found);
     EXPECT_LE(m.start, low) << "a commit boundary inside the huge page before " << s->start;
     EXPECT_GE(m.end, high) << "a commit boundary inside the huge page after " << s->start;
@@ -164,16 +164,15 @@ TEST(HeapHugePages, DecayGivesBackWholeHugePagesAndKeepsPartlyUsedOnes) {
   const std::size_t partial_free_pages = kH - 44;
   void* partial = at_page(first + kH + 44);
   void* whole = at_page(first + 2 * kH);
-  const std::size_t os_pages_per_heap_page = kHeapPageSize / page_size();
-  ASSERT_EQ(heap_test::resident_pages(whole, kHugePageSize), kH * os_pages_per_heap_page);
+  ASSERT_EQ(mempool_test::resident_bytes_in(whole, kHugePageSize), kHugePageSize);
 
   g_page_heap.decay(PageHeap::now_ms());  // not expired yet: nothing goes back
-  EXPECT_EQ(heap_test::resident_pages(whole, kHugePageSize), kH * os_pages_per_heap_page);
+  EXPECT_EQ(mempool_test::resident_bytes_in(whole, kHugePageSize), kHugePageSize);
   g_page_heap.decay(PageHeap::now_ms() + kDecay + 1);
-  EXPECT_EQ(heap_test::resident_pages(whole, kHugePageSize), 0u)
+  EXPECT_EQ(mempool_test::resident_bytes_in(whole, kHugePageSize), 0u)
       << "the free huge page went back whole after the decay";
-  EXPECT_EQ(heap_test::resident_pages(partial, partial_free_pages * kHeapPageSize),
-            partial_free_pages * os_pages_per_heap_page)
+  EXPECT_EQ(mempool_test::resident_bytes_in(partial, partial_free_pages * kHeapPageSize),
+            partial_free_pages * kHeapPageSize)
       << "the free pages of a partly used huge page stay (no break without pressure)";
   const PageHeapStats st = g_page_heap.stats();
   EXPECT_GE(st.bytes_free_partial_huge, partial_free_pages * kHeapPageSize);
@@ -181,7 +180,7 @@ TEST(HeapHugePages, DecayGivesBackWholeHugePagesAndKeepsPartlyUsedOnes) {
   // x freed: its huge pages are whole again and go back at the next decay.
   g_page_heap.free(x);
   g_page_heap.decay(PageHeap::now_ms() + kDecay + 1);
-  EXPECT_EQ(heap_test::resident_pages(at_page(first), 2 * kHugePageSize), 0u);
+  EXPECT_EQ(mempool_test::resident_bytes_in(at_page(first), 2 * kHugePageSize), 0u);
   g_page_heap.free(demand);
 }
 
@@ -193,14 +192,14 @@ TEST(HeapHugePages, CollectBreaksAPartlyUsedHugePageAndMarksIt) {
   touch(x);
   ASSERT_TRUE(g_page_heap.resize(x, kH + 44));  // the second huge page partly used
   void* partial = at_page(x->first_page() + kH + 44);
-  ASSERT_GT(heap_test::resident_pages(partial, (kH - 44) * kHeapPageSize), 0u);
+  ASSERT_GT(mempool_test::resident_bytes_in(partial, (kH - 44) * kHeapPageSize), 0u);
   g_page_heap.release_all();  // collect(): pressure
-  EXPECT_EQ(heap_test::resident_pages(partial, (kH - 44) * kHeapPageSize), 0u)
+  EXPECT_EQ(mempool_test::resident_bytes_in(partial, (kH - 44) * kHeapPageSize), 0u)
       << "under pressure the free part of a partly used huge page goes back";
   EXPECT_GT(g_page_heap.stats().huge_pages_broken, 0u);
   EXPECT_EQ(g_page_heap.stats().bytes_free_resident, 0u);
   // Marked MADV_NOHUGEPAGE, so that khugepaged does not fill it in again.
-  const heap_test::Mapping m = heap_test::mapping_of(partial);
+  const mempool_test::Mapping m = mempool_test::mapping_of(partial);
   ASSERT_TRUE(m.found);
   EXPECT_TRUE(m.has_flag("nh")) << m.flags;
   EXPECT_LE(m.start, x->start + kHugePageSize);
@@ -252,7 +251,7 @@ TEST(HeapHugePages, NeverAdvisesNoHugePages) {
   Span* s = g_page_heap.allocate(8 * kH);  // 16 MiB
   ASSERT_NE(s, nullptr);
   touch(s);
-  const heap_test::Mapping m = heap_test::mapping_of(address_as(s->start));
+  const mempool_test::Mapping m = mempool_test::mapping_of(address_as(s->start));
   ASSERT_TRUE(m.found);
   if (system_has_thp()) {
     EXPECT_TRUE(m.has_flag("nh")) << m.flags;

@@ -15,11 +15,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <new>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -73,9 +72,7 @@ bool hardened_library() {
   return preload != nullptr && std::strstr(preload, "hardened") != nullptr;
 }
 
-bool aligned(const void* p, std::size_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
-}
+using mempool_test::is_aligned;
 
 TEST(Override, AllocationsGoToMempool) {
   for (std::size_t n : {std::size_t{1}, std::size_t{24}, std::size_t{1000}, std::size_t{70000},
@@ -140,24 +137,24 @@ TEST(Override, CFunctionsFollowTheStandard) {
   EXPECT_EQ(::posix_memalign(&out, 4, 10), EINVAL);
   EXPECT_EQ(out, &out);  // untouched on failure
   ASSERT_EQ(::posix_memalign(&out, 256, 10), 0);
-  EXPECT_TRUE(aligned(out, 256));
+  EXPECT_TRUE(is_aligned(out, 256));
   std::free(out);
   errno = 0;
   EXPECT_EQ(std::aligned_alloc(3, 12), nullptr);
   EXPECT_EQ(errno, EINVAL);
   void* al = std::aligned_alloc(64, 100);
-  EXPECT_TRUE(aligned(al, 64) && mempool_owns(al));
+  EXPECT_TRUE(is_aligned(al, 64) && mempool_owns(al));
   std::free(al);
 
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   void* m = ::memalign(24, 10);  // glibc rounds a non-power of two up: 32
-  EXPECT_TRUE(aligned(m, 32));
+  EXPECT_TRUE(is_aligned(m, 32));
   std::free(m);
   void* va = ::valloc(10);
-  EXPECT_TRUE(aligned(va, page) && mempool_owns(va));
+  EXPECT_TRUE(is_aligned(va, page) && mempool_owns(va));
   std::free(va);
   void* pv = ::pvalloc(1);
-  EXPECT_TRUE(aligned(pv, page));
+  EXPECT_TRUE(is_aligned(pv, page));
   EXPECT_GE(malloc_usable_size(pv), page);
   std::free(pv);
   EXPECT_EQ(::malloc_trim(0), 1);
@@ -173,7 +170,7 @@ struct alignas(4096) Page {
 TEST(Override, EveryNewAndDeleteForm) {
   auto check = [](void* p, std::size_t alignment) {
     EXPECT_NE(p, nullptr);
-    EXPECT_TRUE(aligned(p, alignment));
+    EXPECT_TRUE(is_aligned(p, alignment));
     EXPECT_TRUE(mempool_owns(p));
   };
   int* one = new int(5);
@@ -254,8 +251,7 @@ TEST(Override, ThreadsWithCrossThreadFreesAndChurn) {
     std::uint64_t seed;
     bool from_new;
   };
-  std::mutex mutex;
-  std::deque<Block> shared;
+  mempool_test::HandOff<Block> shared;
   std::atomic<int> bad{0};
   auto release = [&](const Block& b) {
     if (first_mismatch(b.p, b.n, b.seed) != kNoMismatch) ++bad;
@@ -278,21 +274,12 @@ TEST(Override, ThreadsWithCrossThreadFreesAndChurn) {
           const Block b{p, n, rng(), from_new};
           fill_pattern(b.p, b.n, b.seed);
           if ((i & 1) != 0) {
-            std::lock_guard<std::mutex> lock(mutex);
-            shared.push_back(b);
+            shared.put(b);
           } else {
             mine.push_back(b);
           }
           if (mine.size() > 64 || i % 7 == 0) {
-            Block other{};
-            {
-              std::lock_guard<std::mutex> lock(mutex);
-              if (!shared.empty()) {
-                other = shared.front();
-                shared.pop_front();
-              }
-            }
-            if (other.p != nullptr) release(other);
+            if (const std::optional<Block> other = shared.try_take()) release(*other);
             if (!mine.empty()) {
               release(mine.back());
               mine.pop_back();
@@ -306,7 +293,7 @@ TEST(Override, ThreadsWithCrossThreadFreesAndChurn) {
     for (std::thread& t : threads)
       t.join();
   }
-  for (const Block& b : shared)
+  for (const Block& b : shared.drain())
     release(b);
   EXPECT_EQ(bad, 0);
 }
@@ -336,7 +323,10 @@ TEST(Override, ForkWhileThreadsAllocate) {
       void* big = std::malloc(std::size_t{1} << 20);
       std::free(big);
       if (i % 5 == 0) ::execl("/bin/sh", "sh", "-c", "exit 3", static_cast<char*>(nullptr));
-      ::_exit(m.empty() && big != nullptr ? 0 : 1);
+      CHILD_CHECK(m.empty(), "child %d: %zu entries left after clear() on another thread", i,
+                  m.size());
+      CHILD_CHECK(big != nullptr, "child %d: malloc(1 MiB) failed", i);
+      ::_exit(0);
     }
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -641,6 +631,63 @@ TEST(OverrideDeathTest, FreesAtThreadAndProcessExit) {
         std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// Teardown order, in a child process: after the test body ends the process with
+// exit(0), the main thread's thread_local destructors run, then the atexit handlers and
+// static destructors, while two threads go on allocating and freeing; each of those
+// allocates from mempool (mp_owns), writes and checks a pattern, reallocates and frees,
+// and says so on stderr. The process exits 0 and every step said "ok".
+struct TeardownWork {
+  const char* who;
+  ~TeardownWork() { run(who); }
+  static void run(const char* who) {
+    bool ok = true;
+    for (std::size_t n : {std::size_t{24}, std::size_t{3000}, std::size_t{300000}}) {
+      auto* p = static_cast<unsigned char*>(std::malloc(n));
+      ok = ok && p != nullptr && mempool_owns(p);
+      if (p == nullptr) break;
+      fill_pattern(p, n, n);
+      p = static_cast<unsigned char*>(std::realloc(p, 2 * n));
+      ok = ok && p != nullptr && first_mismatch(p, n, n) == kNoMismatch;
+      std::free(p);
+      auto* s = new std::string(n, 'x');
+      ok = ok && mempool_owns(s->data()) && (*s)[n - 1] == 'x';
+      delete s;
+    }
+    mempool_test::say("teardown: %s %s", who, ok ? "ok" : "FAILED");
+  }
+};
+
+[[noreturn]] void exit_while_threads_run() {
+  static TeardownWork at_static_destruction{"static destructor"};
+  thread_local TeardownWork main_thread_local{"main thread_local"};
+  (void)main_thread_local.who;  // constructed here, destroyed by exit()
+  std::atexit([] { TeardownWork::run("atexit handler"); });
+  std::atomic<int> started{0};
+  for (int t = 0; t < 2; ++t) {
+    std::thread([&started] {
+      thread_local TeardownWork never{"running thread's thread_local"};  // never destroyed
+      started.fetch_add(1);
+      std::vector<void*> held;
+      for (std::uint64_t i = 0;; ++i) {  // until the process ends
+        held.push_back(std::malloc(16 + i % 4000));
+        if (held.size() > 100) {
+          std::free(held.front());
+          held.erase(held.begin());
+        }
+      }
+    }).detach();
+  }
+  while (started.load() < 2)
+    std::this_thread::yield();
+  std::exit(0);
+}
+
+TEST(OverrideDeathTest, AllocatesAndFreesDuringTeardownWhileThreadsRun) {
+  EXPECT_EXIT(exit_while_threads_run(), ::testing::ExitedWithCode(0),
+              "teardown: main thread_local ok\n(.|\n)*teardown: atexit handler ok\n(.|\n)*"
+              "teardown: static destructor ok\n");
 }
 
 }  // namespace

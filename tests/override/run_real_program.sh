@@ -40,9 +40,13 @@ fail() {
 unset LD_PRELOAD MEMPOOL_SHOW_STATS MEMPOOL_VERBOSE
 export LC_ALL=C TZ=UTC
 
-# Runs one command of the program under test, preloaded in the second run only.
+# Runs one command of the program under test, preloaded in the second run only, and
+# counts the preloaded ones (in a file: some run in pipelines, in subshells).
 preload_env=()
-tested() { env "${preload_env[@]}" "$@"; }
+tested() {
+  [[ ${#preload_env[@]} -eq 0 ]] || echo "$1" >>"$dir/with.tested"
+  env "${preload_env[@]}" "$@"
+}
 
 # Deterministic lines "k<key> <number> <word>-<word>" (about 30 bytes each) for the
 # sort, awk and tar tests. The Park-Miller generator stays exact in awk's doubles.
@@ -180,7 +184,11 @@ run_once() {
   set -e
 }
 run_once without
-preload_env=("LD_PRELOAD=$preload")
+# The proof that mempool was the allocator in the run with the preload: with
+# MEMPOOL_SHOW_STATS=1 every process that loaded it prints its statistics table on stderr
+# at exit, so with.err holds at least one table a preloaded command (more where a
+# command starts others: g++ its compiler, assembler and linker, git its helpers).
+preload_env=("LD_PRELOAD=$preload" "MEMPOOL_SHOW_STATS=1")
 run_once with
 
 without_status=$(<"$dir/without.status") with_status=$(<"$dir/with.status")
@@ -192,9 +200,15 @@ problem() { problems+="${problems:+; }$*"; }
 cmp -s "$dir/without.out" "$dir/with.out" || problem "outputs differ"
 messages=$(grep -e '^mempool:' -e 'cannot be preloaded' "$dir/with.err" | head -n 10) || true
 [[ -z $messages ]] || problem "messages from the preload"
+commands=$(wc -l <"$dir/with.tested" 2>/dev/null || echo 0)
+tables=$(grep -c '^mempool heap statistics$' "$dir/with.err") || true
+mapped=$(grep -c '^  = mapped  *[0-9.]* MiB' "$dir/with.err") || true
+[[ $commands -ge 1 && $tables -ge $commands && $mapped -ge $commands ]] ||
+  problem "mempool not proven the allocator: $tables statistics tables on stderr for $commands preloaded commands"
 
 if [[ -z $problems ]]; then
-  echo "$program: same output with and without $preload ($(wc -l <"$dir/with.out") lines)"
+  echo "$program: same output with and without $preload ($(wc -l <"$dir/with.out") lines);" \
+    "mempool's statistics from $tables processes of $commands preloaded commands"
   exit 0
 fi
 {

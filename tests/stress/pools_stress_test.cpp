@@ -3,6 +3,7 @@
 // another thread to free. A bare-pointer lock-free list gives the same block to
 // two threads here (a pattern mismatch) or crashes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <barrier>
@@ -16,7 +17,9 @@
 
 #include "mempool/bitmap_pool.hpp"
 #include "mempool/concurrent_fixed_pool.hpp"
+#include "mempool/detail/os.hpp"
 #include "mempool/size_class_pool.hpp"
+#include "support/test_support.hpp"
 
 namespace mempool {
 namespace {
@@ -29,28 +32,7 @@ constexpr int kOpsPerThread = 400000;
 #endif
 
 // Blocks in flight between threads: each thread may free what others allocated.
-class Exchange {
- public:
-  void put(void* p) {
-    std::lock_guard<std::mutex> lock(m_);
-    items_.push_back(p);
-  }
-  void* take() {
-    std::lock_guard<std::mutex> lock(m_);
-    if (items_.empty()) return nullptr;
-    void* p = items_.back();
-    items_.pop_back();
-    return p;
-  }
-  std::vector<void*> drain() {
-    std::lock_guard<std::mutex> lock(m_);
-    return std::move(items_);
-  }
-
- private:
-  std::mutex m_;
-  std::vector<void*> items_;
-};
+using Exchange = mempool_test::HandOff<void*>;
 
 // The pattern covers the first 8 words and the last word of a block: enough to
 // catch two owners of one block, cheap enough for 4 KiB blocks.
@@ -108,7 +90,7 @@ void hammer(std::size_t size, Alloc alloc, Release release) {
           }
         }
         if (op % 16 == 0) {
-          if (void* p = exchange.take()) release(p);
+          if (void* p = exchange.try_take().value_or(nullptr)) release(p);
         }
       }
       for (const Held& h : mine) {
@@ -138,14 +120,27 @@ TEST(Stress, ConcurrentFixedPoolSmallBlocks) {
 
 // release() runs again and again while 8 threads allocate, free and hand blocks
 // across: it may only unmap chunks nobody holds a block of (a wrong unmap is a
-// crash or a corrupted pattern here).
+// crash or a corrupted pattern here). What it reports is what it unmapped: whole
+// pages each time, and once the threads are gone the pool's bytes reserved are
+// exactly what the OS layer holds mapped for it, and the last release() gives back
+// all of them but the chunk still being carved (every block is free and in the
+// depot: the threads' shards went there when they exited).
 TEST(Stress, ConcurrentFixedPoolReleaseUnderLoad) {
   ConcurrentFixedPool pool(128);
+  // The pool's own bookkeeping (its shard table) is mapped by now; chunks come later.
+  const std::size_t mapped_empty = mempool::testing::os_bytes_mapped();
+  ASSERT_EQ(pool.bytes_reserved(), 0u);
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   std::atomic<bool> done{false};
   std::size_t released = 0;
+  std::size_t releases_with_bytes = 0;
+  std::size_t not_whole_pages = 0;
   std::thread releaser([&] {
     while (!done.load()) {
-      released += pool.release();
+      const std::size_t r = pool.release();
+      released += r;
+      releases_with_bytes += r != 0 ? 1 : 0;
+      not_whole_pages += r % page != 0 ? 1 : 0;
       std::this_thread::yield();
     }
   });
@@ -154,7 +149,22 @@ TEST(Stress, ConcurrentFixedPoolReleaseUnderLoad) {
   done = true;
   releaser.join();
   EXPECT_EQ(pool.live_blocks(), 0u);
-  std::printf("released %zu bytes while under load\n", released);
+  EXPECT_EQ(not_whole_pages, 0u);
+  const std::size_t reserved = pool.bytes_reserved();
+  EXPECT_GT(reserved, 0u);
+  EXPECT_EQ(mempool::testing::os_bytes_mapped() - mapped_empty, reserved)
+      << "the pool's bytes reserved are not what the OS layer has mapped for its chunks";
+  // Every chunk goes but the one still being carved (chunk_arena.hpp), which is at most
+  // 1 MiB (chunks double up to kMaxChunkBytes, 1 MiB; 128-byte blocks ask no more).
+  constexpr std::size_t kLargestChunk = std::size_t{1} << 20;
+  const std::size_t last = pool.release();
+  const std::size_t kept = pool.bytes_reserved();
+  EXPECT_EQ(last + kept, reserved) << "release() said it unmapped what it did not";
+  EXPECT_LE(kept, kLargestChunk) << "a chunk of free blocks was kept";
+  EXPECT_EQ(mempool::testing::os_bytes_mapped() - mapped_empty, kept);
+  EXPECT_EQ(pool.release(), 0u) << "nothing more to give back";
+  std::printf("released %zu bytes in %zu calls while under load; %zu at the end, %zu kept\n",
+              released, releases_with_bytes, last, kept);
 }
 
 // Large blocks make small batches (8 blocks, a shard holds 16), so blocks cross
