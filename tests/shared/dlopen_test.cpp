@@ -45,13 +45,13 @@ int main(int argc, char** argv) {
   }
   void* library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
-    std::fprintf(stderr, "dlopen: %s\n", dlerror());
+    std::fprintf(stderr, "dlopen: %s\n", dlerror());  // NOLINT(concurrency-mt-unsafe): one thread
     return 1;
   }
   auto mp_malloc = reinterpret_cast<MallocFn>(dlsym(library, "mp_malloc"));
   auto mp_free = reinterpret_cast<FreeFn>(dlsym(library, "mp_free"));
   if (mp_malloc == nullptr || mp_free == nullptr) {
-    std::fprintf(stderr, "dlsym: %s\n", dlerror());
+    std::fprintf(stderr, "dlsym: %s\n", dlerror());  // NOLINT(concurrency-mt-unsafe): one thread
     return 1;
   }
   bool ok = use_heap(mp_malloc, mp_free, "main thread");
