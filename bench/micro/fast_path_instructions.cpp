@@ -27,6 +27,7 @@
 #include "mempool/concurrent_fixed_pool.hpp"
 #include "mempool/detail/chunk_arena.hpp"
 #include "mempool/detail/free_list.hpp"
+#include "mempool/heap.hpp"
 #include "mempool/object_pool.hpp"
 #include "mempool/stats.hpp"
 #include "micro_shapes.hpp"
@@ -120,6 +121,25 @@ struct NewDeleteCase {
   }
 };
 
+// The general heap's in-process API: mempool::allocate(64) + mempool::deallocate(p,
+// 64). `heap`: the size a constant, so both hit paths are inlined here; `heap_var`: a
+// size the compiler does not know, so both calls go into the library (heap.cpp), as
+// issue 27 measured. fast_path_instructions links libmempool.a,
+// fast_path_instructions_shared libmempool.so.0 (compiled with MEMPOOL_SHARED, as a
+// find_package consumer of mempool::mempool is): the two must cost the same.
+struct HeapCase {
+  void* allocate() { return mempool::allocate(64); }
+  void deallocate(void* p) { mempool::deallocate(p, 64); }
+};
+struct HeapVarCase {
+  void* allocate() { return mempool::allocate(opaque(64)); }
+  void deallocate(void* p) { mempool::deallocate(p, opaque(64)); }
+  static std::size_t opaque(std::size_t n) {
+    asm("" : "+r"(n));  // no instruction: the compiler just forgets the value
+    return n;
+  }
+};
+
 template <class Case>
 __attribute__((noinline)) void run_pairs(Case& c, long pairs) {
   for (long i = 0; i < pairs; ++i) {
@@ -162,7 +182,8 @@ static_assert(sizeof(mempool::ObjectPool<Obj>) == sizeof(PoolWithoutStatsMember)
 int usage() {
   std::fputs(
       "usage: fast_path_instructions CASE [PAIRS] | sizes\n"
-      "CASE: loop bare objectpool objectpool_stats fixedpool concurrent bitmap newdelete\n",
+      "CASE: loop bare objectpool objectpool_stats fixedpool concurrent bitmap newdelete heap "
+      "heap_var\n",
       stderr);
   return 2;
 }
@@ -187,5 +208,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(which, "concurrent") == 0) return measure<ConcurrentFixedPoolCase>(pairs);
   if (std::strcmp(which, "bitmap") == 0) return measure<BitmapPoolCase>(pairs);
   if (std::strcmp(which, "newdelete") == 0) return measure<NewDeleteCase>(pairs);
+  if (std::strcmp(which, "heap") == 0) return measure<HeapCase>(pairs);
+  if (std::strcmp(which, "heap_var") == 0) return measure<HeapVarCase>(pairs);
   return usage();
 }

@@ -9,9 +9,9 @@
 
 namespace mempool::detail {
 
-constinit thread_local std::uint32_t tls_thread_slot = kNoSlotYet;
-constinit thread_local std::uint32_t tls_thread_number = 0;
-constinit thread_local std::uint32_t tls_cursor_skew = 0;
+constinit thread_local std::uint32_t tls_thread_slot MEMPOOL_TLS_MODEL = kNoSlotYet;
+constinit thread_local std::uint32_t tls_thread_number MEMPOOL_TLS_MODEL = 0;
+constinit thread_local std::uint32_t tls_cursor_skew MEMPOOL_TLS_MODEL = 0;
 
 namespace {
 std::atomic<std::uint32_t> g_next_thread_number{1};
@@ -94,7 +94,7 @@ struct SlotOwner {
 
 std::uint32_t acquire_thread_slot() noexcept {
   if (tls_thread_slot != kNoSlotYet) return tls_thread_slot;
-  thread_local SlotOwner owner;  // constructed now, destroyed at thread exit
+  thread_local SlotOwner owner MEMPOOL_TLS_MODEL;  // constructed now, destroyed at thread exit
   owner.slot = registry().acquire();
   tls_thread_slot = owner.slot;
   return owner.slot;

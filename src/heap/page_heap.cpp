@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <initializer_list>
 
-#include "mempool/detail/heap_thread_cache.hpp"  // MEMPOOL_TLS_MODEL
 #include "mempool/detail/os.hpp"
+#include "mempool/detail/platform.hpp"  // MEMPOOL_TLS_MODEL
 #include "metadata.hpp"
 #include "page_map.hpp"
 

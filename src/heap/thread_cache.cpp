@@ -45,6 +45,7 @@ constinit bool g_have_exit_key = false;
 
 // A list may grow to 16 batches, and never past this many blocks.
 constexpr std::uint32_t kMaxListLength = 8192;
+static_assert(kMaxListLength <= UINT16_MAX, "ThreadCache::maxes holds 16 bits");
 
 // No class may hold more than an eighth of the budget: otherwise a few hot large
 // classes (blocks of 64-256 KiB) fill it on their own, and every scavenge then
@@ -164,7 +165,8 @@ void ThreadCache::set_max(std::size_t c, std::uint32_t max) noexcept {
   const std::size_t size = kHeapClasses[c].size;
   max_bytes_ = max_bytes_ - maxes[c] * size + max * size;
   const std::uint32_t n = count(c);
-  __atomic_store_n(&maxes[c], max, __ATOMIC_RELAXED);  // stats() reads it
+  // stats() reads it. max <= kMaxListLength: every caller clamps it (class_cap).
+  __atomic_store_n(&maxes[c], static_cast<std::uint16_t>(max), __ATOMIC_RELAXED);
   set_count(c, n);
 }
 

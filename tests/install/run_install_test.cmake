@@ -56,8 +56,9 @@ if(exports MATCHES " (malloc|free|_Znwm|_ZdlPv)\n" OR NOT exports MATCHES " mp_m
 endif()
 
 # libmempool.so.0 can be loaded late, as plugins and language bindings load it: its
-# thread cache does not claim the static TLS block. (An instrumented library needs
-# the sanitizer runtime loaded first, which python3 does not do.)
+# initial-exec TLS block fits in glibc's surplus static TLS (docs/architecture.md,
+# "Packaging"). (An instrumented library needs the sanitizer runtime loaded first,
+# which python3 does not do.)
 if(NOT SANITIZERS)
   # One statement a line: a ';' would split the argument (a CMake list).
   expect("dlopen of libmempool.so.${major}" "^mp_malloc ok\n" python3 -c "import ctypes

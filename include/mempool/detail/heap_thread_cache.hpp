@@ -94,7 +94,11 @@ class MEMPOOL_API ThreadCache {
 #else
   std::int32_t rooms[kHeapClassCount] = {};
 #endif
-  std::uint32_t maxes[kHeapClassCount] = {};  // flush thresholds; 0 until a class is used
+  // Flush thresholds; 0 until a class is used. 16 bits (a list never passes 8192
+  // blocks, thread_cache.cpp) keep the whole object, and so the library's static TLS
+  // block that dlopen() must find room for, under glibc's surplus (docs/architecture.md,
+  // "Packaging").
+  std::uint16_t maxes[kHeapClassCount] = {};
   // The hardened library's link key, copied here when the cache becomes active so
   // that the hit path reaches it from the TLS base like the lists. 0 before: the one
   // block an unset cache may hold is re-encoded when it activates.
@@ -181,15 +185,8 @@ class MEMPOOL_API ThreadCache {
   friend class ThreadCacheRegistry;
 };
 
-// Initial-exec TLS: one %fs-relative access, no __tls_get_addr call. libmempool.so
-// (and what is compiled against it, MEMPOOL_SHARED) leaves the model to the compiler:
-// initial-exec in an executable, global-dynamic in a shared object, which may then be
-// dlopen()ed without needing room in the static TLS block.
-#if defined(MEMPOOL_SHARED)
-#define MEMPOOL_TLS_MODEL
-#else
-#define MEMPOOL_TLS_MODEL __attribute__((tls_model("initial-exec")))
-#endif
+// Initial-exec TLS (MEMPOOL_TLS_MODEL, platform.hpp) in every build, libmempool.so.0
+// included: one %fs-relative access, no __tls_get_addr call.
 MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_TLS_MODEL;
 
 // Checked builds: marks a block handed out (src/heap/heap.cpp).

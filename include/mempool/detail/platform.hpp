@@ -16,6 +16,13 @@
 // What libmempool.so exports: it is built with -fvisibility=hidden, so only what the
 // headers declare with this (and mp_*) is visible; the heap's tiers stay inside.
 #define MEMPOOL_API __attribute__((visibility("default")))
+// Every thread_local of mempool, in libmempool.a and in every shared library
+// (libmempool.so.0, the drop-ins), and in code compiled against them: initial-exec
+// TLS, one %fs-relative access and never a call to __tls_get_addr (tcmalloc and
+// jemalloc do the same). A shared library with it is marked STATIC_TLS: a dlopen()
+// after start-up takes its block from glibc's surplus static TLS
+// (docs/architecture.md, "Packaging"). The test tls_model checks the libraries.
+#define MEMPOOL_TLS_MODEL __attribute__((tls_model("initial-exec")))
 
 #if defined(MEMPOOL_CHECKED) && MEMPOOL_CHECKED
 #define MEMPOOL_CHECKED_BUILD 1

@@ -22,7 +22,7 @@ inline constexpr std::uint32_t kSharedSlot = 255;
 inline constexpr std::uint32_t kThreadSlots = 256;
 
 // This thread's slot. constinit: reading it needs no initialisation guard.
-MEMPOOL_API extern constinit thread_local std::uint32_t tls_thread_slot;
+MEMPOOL_API extern constinit thread_local std::uint32_t tls_thread_slot MEMPOOL_TLS_MODEL;
 
 // Cold: gives the calling thread a slot (kSharedSlot if none is free or the
 // thread is exiting) and arranges for the listeners to run when it exits.
@@ -31,13 +31,14 @@ MEMPOOL_API std::uint32_t acquire_thread_slot() noexcept;
 // A number per thread (1, 2, 3, ... never reused), for spreading threads over a
 // pool's cursors. Getting it costs one atomic increment on a thread's first call
 // and nothing after: no lock, no registration, so bounded-time code may use it.
-MEMPOOL_API extern constinit thread_local std::uint32_t tls_thread_number;  // 0: none yet
+// 0: none yet.
+MEMPOOL_API extern constinit thread_local std::uint32_t tls_thread_number MEMPOOL_TLS_MODEL;
 MEMPOOL_API std::uint32_t assign_thread_number() noexcept;
 // Added to the number when picking a cursor; move_to_another_cursor changes it
 // (after a lost race: another thread shares the cursor) by a step that depends
 // on the whole number, so two threads whose numbers agree in the bits that pick
 // the cursor part after one move each. No lock, bounded.
-MEMPOOL_API extern constinit thread_local std::uint32_t tls_cursor_skew;
+MEMPOOL_API extern constinit thread_local std::uint32_t tls_cursor_skew MEMPOOL_TLS_MODEL;
 MEMPOOL_API void move_to_another_cursor() noexcept;
 
 // A pool that keeps per-slot state registers one of these for its lifetime.
