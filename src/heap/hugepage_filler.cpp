@@ -6,7 +6,8 @@ namespace mempool::detail {
 
 void HugePageFiller::set_mode(ThpMode mode) noexcept {
   mode_ = mode;
-  enabled_ = mode != ThpMode::kNever && os_system_huge_pages() != SystemHugePages::kNever;
+  allowed_ = mode != ThpMode::kNever && os_system_huge_pages() != SystemHugePages::kNever;
+  enabled_ = allowed_ && (mode == ThpMode::kAlways || active_);
 }
 
 std::uintptr_t HugePageFiller::place(std::uintptr_t first, std::size_t count,

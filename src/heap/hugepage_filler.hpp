@@ -23,10 +23,18 @@ inline constexpr std::size_t kHugePagePages = kHugePageSize >> kHeapPageShift;  
 
 // MEMPOOL_THP.
 enum class ThpMode : std::uint8_t {
-  kAuto,    // follow the system: huge pages where `enabled` is always or madvise
-  kAlways,  // as kAuto, and the heap's metadata on huge pages from the start
+  kAuto,    // follow the system (always or madvise), once the heap holds kAutoFromBytes
+  kAlways,  // as kAuto from the first byte, the heap's metadata too
   kNever,   // MADV_NOHUGEPAGE on the heap: 4 KiB pages even where the system says always
 };
+
+// Under kAuto the heap turns to huge pages once it has mapped this much: below it
+// a huge page partly used costs more, relatively, than the TLB misses it saves.
+// Huge pages from the first byte: redis with 100,000 keys took 36 MiB instead of
+// 28, sqlite 36 instead of 31; from 32 MiB, 27.6 and 32.9. From 64 MiB sqlite kept
+// its 31, but bigheap lost most of its gain: its 32 MiB bucket array, allocated
+// first, stayed on 4 KiB pages (docs/architecture.md).
+inline constexpr std::size_t kAutoFromBytes = std::size_t{32} << 20;
 
 // A range of heap pages [first, first + count).
 struct PageRange {
@@ -36,11 +44,17 @@ struct PageRange {
 
 class HugePageFiller {
  public:
-  // Whether the heap's memory is to be on huge pages: the mode, and the system
-  // allowing them (always or madvise).
+  // Whether the heap's memory is to be on huge pages: the mode and the system
+  // allowing them (always or madvise), and under kAuto the heap large enough.
   [[nodiscard]] bool enabled() const noexcept { return enabled_; }
+  [[nodiscard]] bool allowed() const noexcept { return allowed_; }
   [[nodiscard]] ThpMode mode() const noexcept { return mode_; }
   void set_mode(ThpMode mode) noexcept;
+  // The heap has reached kAutoFromBytes: huge pages from now on, where allowed.
+  void activate() noexcept {
+    active_ = true;
+    enabled_ = allowed_;
+  }
 
   // The pages of a free span [first, first + count) to hand out for a request of
   // `pages` (count >= pages): the end that lies in a huge page already partly in
@@ -75,7 +89,9 @@ class HugePageFiller {
 
  private:
   ThpMode mode_ = ThpMode::kAuto;
-  bool enabled_ = false;  // set_mode: until the options are read, 4 KiB pages
+  bool allowed_ = false;  // set_mode
+  bool active_ = false;   // activate
+  bool enabled_ = false;
 };
 
 }  // namespace mempool::detail

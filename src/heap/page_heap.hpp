@@ -152,6 +152,8 @@ class PageHeap {
   // the system has no THP).
   void advise(std::uintptr_t start, std::size_t bytes) noexcept;
   void ensure_thp_mode() noexcept;
+  // advise() over every reservation, [low, high).
+  void advise_reservations() noexcept;
   void insert_free(Span* s) noexcept;  // coalesces, then lists
   void list(Span* s) noexcept;
   void unlist(Span* s) noexcept;

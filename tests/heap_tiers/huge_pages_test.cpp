@@ -72,6 +72,9 @@ TEST(HugePageFiller, LargeBlocksTakeWholeHugePagesWhenLittleIsWasted) {
   EXPECT_EQ(filler.large_shape(240, 1).pages, 240u) << "off: as asked";
   EXPECT_EQ(filler.large_shape(240, 1).align_pages, 1u);
   filler.set_mode(ThpMode::kAuto);
+  EXPECT_FALSE(filler.enabled()) << "auto: not before the heap is large";
+  EXPECT_EQ(filler.allowed(), system_has_thp());
+  filler.activate();
   ASSERT_EQ(filler.enabled(), system_has_thp());
   if (!filler.enabled()) GTEST_SKIP() << "no transparent huge pages on this system";
   // 1.875 MiB: 16 pages (1/15) short of a huge page, rounded up and aligned.
@@ -90,7 +93,7 @@ TEST(HugePageFiller, LargeBlocksTakeWholeHugePagesWhenLittleIsWasted) {
 // ---- The page heap --------------------------------------------------------------
 
 TEST(HeapHugePages, NoCommitBoundarySplitsAHugePage) {
-  g_page_heap.set_thp_mode(ThpMode::kAuto);
+  g_page_heap.set_thp_mode(ThpMode::kAlways);  // kAuto waits for kAutoFromBytes
   std::vector<Span*> spans;
   // Spans of every shape, so that the heap commits several times.
   for (std::size_t pages : {1u, 3u, 200u, 1024u, 5u, 3000u, 17u}) {
@@ -118,7 +121,7 @@ TEST(HeapHugePages, NoCommitBoundarySplitsAHugePage) {
 }
 
 TEST(HeapHugePages, LargeSpansStartOnAHugePage) {
-  g_page_heap.set_thp_mode(ThpMode::kAuto);
+  g_page_heap.set_thp_mode(ThpMode::kAlways);
   if (!system_has_thp()) GTEST_SKIP() << "no transparent huge pages on this system";
   Span* pin = g_page_heap.allocate(3);  // the heap's first huge page is partly used
   Span* big = g_page_heap.allocate(600);
@@ -147,7 +150,7 @@ void touch(const Span* s) {
 }
 
 TEST(HeapHugePages, DecayGivesBackWholeHugePagesAndKeepsPartlyUsedOnes) {
-  g_page_heap.set_thp_mode(ThpMode::kAuto);
+  g_page_heap.set_thp_mode(ThpMode::kAlways);
   if (!system_has_thp()) GTEST_SKIP() << "no transparent huge pages on this system";
   constexpr std::uint64_t kDecay = 1000;
   g_page_heap.set_decay_ms(kDecay);
@@ -185,7 +188,7 @@ TEST(HeapHugePages, DecayGivesBackWholeHugePagesAndKeepsPartlyUsedOnes) {
 }
 
 TEST(HeapHugePages, CollectBreaksAPartlyUsedHugePageAndMarksIt) {
-  g_page_heap.set_thp_mode(ThpMode::kAuto);
+  g_page_heap.set_thp_mode(ThpMode::kAlways);
   if (!system_has_thp()) GTEST_SKIP() << "no transparent huge pages on this system";
   Span* x = g_page_heap.allocate(2 * kH);
   ASSERT_NE(x, nullptr);
@@ -210,7 +213,7 @@ TEST(HeapHugePages, CollectBreaksAPartlyUsedHugePageAndMarksIt) {
 }
 
 TEST(HeapHugePages, TheMemoryLimitBreaksHugePagesBeforeTheHeapGrows) {
-  g_page_heap.set_thp_mode(ThpMode::kAuto);
+  g_page_heap.set_thp_mode(ThpMode::kAlways);
   if (!system_has_thp()) GTEST_SKIP() << "no transparent huge pages on this system";
   g_page_heap.set_decay_ms(PageHeap::kNoDecay);
   // 32 spans of 256 KiB (8 MiB, 4 huge pages), every other one freed: 4 MiB free
@@ -259,7 +262,32 @@ TEST(HeapHugePages, NeverAdvisesNoHugePages) {
   EXPECT_EQ(m.anon_huge_bytes, 0u) << "no huge page under THP never";
   EXPECT_EQ(g_page_heap.stats().bytes_huge_advised, 0u);
   g_page_heap.free(s);
+  g_page_heap.set_thp_mode(ThpMode::kAlways);
+}
+
+TEST(HeapHugePages, AutoTurnsToHugePagesOnceTheHeapIsLarge) {
   g_page_heap.set_thp_mode(ThpMode::kAuto);
+  if (!system_has_thp()) GTEST_SKIP() << "no transparent huge pages on this system";
+  // A small heap: 4 KiB pages, and the heap as before huge pages.
+  std::vector<Span*> spans;
+  while (g_page_heap.stats().bytes_mapped + 8 * kH * kHeapPageSize < kAutoFromBytes) {
+    spans.push_back(g_page_heap.allocate(kH, 1, SpanState::kSmall));
+    ASSERT_NE(spans.back(), nullptr);
+    EXPECT_FALSE(g_page_heap.huge_pages_enabled())
+        << g_page_heap.stats().bytes_mapped << " bytes mapped";
+  }
+  EXPECT_EQ(g_page_heap.stats().bytes_huge_advised, 0u);
+  EXPECT_FALSE(mempool_test::mapping_of(address_as(spans.front()->start)).has_flag("hg"));
+  // Past kAutoFromBytes: huge pages, the address space reserved before included.
+  while (g_page_heap.stats().bytes_mapped < kAutoFromBytes) {
+    spans.push_back(g_page_heap.allocate(kH, 1, SpanState::kSmall));
+    ASSERT_NE(spans.back(), nullptr);
+  }
+  EXPECT_TRUE(g_page_heap.huge_pages_enabled());
+  EXPECT_GE(g_page_heap.stats().bytes_huge_advised, kAutoFromBytes);
+  EXPECT_TRUE(mempool_test::mapping_of(address_as(spans.front()->start)).has_flag("hg"));
+  for (Span* s : spans)
+    g_page_heap.free(s);
 }
 
 }  // namespace
