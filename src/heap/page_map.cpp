@@ -27,9 +27,10 @@ bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
 void PageMap::use_huge_pages() noexcept {
   if (huge_pages_) return;
   huge_pages_ = true;
-  for (std::size_t i = 0; i < kRootSize; ++i)
+  for (std::size_t i = 0; i < kRootSize; ++i) {
     if (Leaf* leaf = root_[i].load(std::memory_order_relaxed); leaf != nullptr)
       os_advise_huge_pages(leaf, sizeof(Leaf), true);
+  }
 }
 
 }  // namespace mempool::detail

@@ -65,7 +65,7 @@ std::size_t anon_huge_bytes_of(const std::vector<void*>& blocks) {
 }
 
 [[noreturn]] void never_child() {
-  ::setenv("MEMPOOL_THP", "never", 1);
+  ::setenv("MEMPOOL_THP", "never", 1);  // NOLINT(concurrency-mt-unsafe): one thread yet
   const std::vector<void*> blocks = fill_heap(1);
   const HeapStats st = stats();
   CHILD_CHECK(!st.huge_pages, "MEMPOOL_THP=never, yet the heap asks for huge pages");
@@ -83,7 +83,7 @@ TEST(HeapHugePages, NeverKeepsTheHeapOffHugePages) {
 }
 
 [[noreturn]] void default_child() {
-  ::unsetenv("MEMPOOL_THP");
+  ::unsetenv("MEMPOOL_THP");  // NOLINT(concurrency-mt-unsafe): one thread yet
   const std::vector<void*> blocks = fill_heap(2);
   const HeapStats st = stats();
   CHILD_CHECK(st.huge_pages, "the system has THP, yet the heap does not ask for huge pages");
@@ -107,9 +107,9 @@ TEST(HeapHugePages, ALargeHeapIsOnHugePagesByDefault) {
 // thread cache's budget (8 MiB, MEMPOOL_THREAD_CACHE_BYTES) plus the central
 // cache's kept batches (64 KiB a class) and 2 MiB for a huge page left partly used.
 [[noreturn]] void burst_child(const char* thp) {
-  ::setenv("MEMPOOL_THP", thp, 1);
-  ::setenv("MEMPOOL_DECAY_MS", "200", 1);
-  mp_free(mp_malloc(64));  // the heap starts, options read
+  ::setenv("MEMPOOL_THP", thp, 1);         // NOLINT(concurrency-mt-unsafe): one thread yet
+  ::setenv("MEMPOOL_DECAY_MS", "200", 1);  // NOLINT(concurrency-mt-unsafe): one thread yet
+  mp_free(mp_malloc(64));                  // the heap starts, options read
   const std::size_t before = heap_test::resident_bytes();
   std::vector<void*> blocks(256 * kMiB / (64 * kKiB));
   for (void*& p : blocks) {
@@ -126,7 +126,7 @@ TEST(HeapHugePages, ALargeHeapIsOnHugePagesByDefault) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200 + 50));
   mp_free(mp_malloc(4 * kMiB));
   const std::size_t after = heap_test::resident_bytes();
-  const std::size_t allowed = 8 * kMiB + 98 * 64 * kKiB + 2 * kMiB;
+  const std::size_t allowed = 8 * kMiB + std::size_t{98} * 64 * kKiB + 2 * kMiB;
   std::fprintf(stderr, "MEMPOOL_THP=%s: resident %.1f MiB before, %.1f at the peak, %.1f after\n",
                thp, mib(before), mib(peak), mib(after));
   CHILD_CHECK(peak >= before + 200 * kMiB, "the burst did not show (%.1f MiB)", mib(peak));
@@ -144,14 +144,15 @@ TEST(HeapHugePages, AFreedBurstComesBackDownAsWithNever) {
 // fork() of a heap on huge pages: the child sees the parent's blocks, writes,
 // frees and allocates; each keeps its own bytes (copy on write of 2 MiB pages).
 [[noreturn]] void fork_child() {
-  ::unsetenv("MEMPOOL_THP");
+  ::unsetenv("MEMPOOL_THP");  // NOLINT(concurrency-mt-unsafe): one thread yet
   std::vector<void*> blocks = fill_heap(4);
   const pid_t pid = ::fork();
   CHILD_CHECK(pid >= 0, "fork failed");
   if (pid == 0) {
-    for (std::size_t i = 0; i < blocks.size(); ++i)
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
       CHILD_CHECK(heap_test::first_mismatch(blocks[i], kBlock, 4 + i) == heap_test::kNoMismatch,
                   "block %zu differs in the forked child", i);
+    }
     for (std::size_t i = 0; i < blocks.size(); i += 2)
       heap_test::fill_pattern(blocks[i], kBlock, 100 + i);
     for (std::size_t i = 1; i < blocks.size(); i += 4) {
@@ -171,9 +172,10 @@ TEST(HeapHugePages, AFreedBurstComesBackDownAsWithNever) {
   CHILD_CHECK(::waitpid(pid, &status, 0) == pid, "waitpid");
   CHILD_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child failed (%d)",
               status);
-  for (std::size_t i = 0; i < blocks.size(); ++i)
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
     CHILD_CHECK(heap_test::first_mismatch(blocks[i], kBlock, 4 + i) == heap_test::kNoMismatch,
                 "the child's writes showed in the parent's block %zu", i);
+  }
   for (void* p : blocks)
     mp_free(p);
   ::_exit(0);
