@@ -34,6 +34,7 @@
 #include "heap_test_util.hpp"
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
+#include "options.hpp"  // kDefaultHardenedSample
 
 // Frees and uses of freed blocks are what this file tests.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -293,6 +294,46 @@ TEST(HardenedHeap, SampledSpansAreGuardedTheOthersAreNot) {
     EXPECT_EQ(std::realloc(p, kN - 4), p);
     std::free(p);
   }
+}
+
+// The default rate, 1 in 16 fresh spans (kDefaultHardenedSample, options.hpp): of 1,600
+// fresh spans of the 208-byte class, the guarded ones are binomial with mean 100 and
+// standard deviation 9.7 (1,600 x 1/16 x 15/16, square root). 56 to 144 is 4.5 standard
+// deviations either side: the draw is random (the heap's secret), and a correct heap
+// falls outside about once in 150,000 runs; a heap that guards none, every span, or 1 in
+// 8 (mean 200) or 1 in 32 (mean 50) falls outside.
+TEST(HardenedHeap, TheDefaultRateGuardsAboutOneFreshSpanIn16) {
+  const Sampling sampling(detail::kDefaultHardenedSample);
+  constexpr std::size_t kN = 200;  // the 208-byte class: 39 blocks a span
+  constexpr std::size_t kSpans = 1600;
+  ASSERT_EQ(detail::kHeapClasses[detail::heap_class_of(kN)].capacity, 39u);
+  std::vector<void*> blocks;
+  std::set<const detail::Span*> spans[2];
+  while (spans[0].size() + spans[1].size() < kSpans) {
+    void* p = checked_malloc(kN);
+    blocks.push_back(p);
+    spans[guarded(p) ? 1 : 0].insert(detail::g_page_map.lookup(p));
+  }
+  EXPECT_GE(spans[1].size(), 56u) << "guarded spans of " << kSpans;
+  EXPECT_LE(spans[1].size(), 144u) << "guarded spans of " << kSpans;
+  for (void* p : blocks)
+    std::free(p);
+}
+
+// A mapping of its own gets its guard page whatever the rate: the last page of the
+// block's span, right after the slack.
+TEST(HardenedHeapDeathTest, GuardPageAfterALiveDirectMappedBlockAtTheDefaultRate) {
+  const Sampling sampling(detail::kDefaultHardenedSample);
+  void* p = checked_malloc(kHuge);
+  const detail::Span* s = detail::g_page_map.lookup(p);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s->state, detail::SpanState::kDirect);
+  const std::size_t guard = s->start + s->bytes() - kPage - reinterpret_cast<std::uintptr_t>(p);
+  ASSERT_GE(guard, kHuge);
+  std::memset(p, 7, kHuge);
+  bytes(p)[guard - 1] = 1;  // the slack's page: still the block's
+  EXPECT_EXIT(bytes(opaque(p))[guard] = 1, ::testing::KilledBySignal(SIGSEGV), "");
+  std::free(p);
 }
 
 TEST(HardenedHeapDeathTest, SampledSpansCatchTheirMisuse) {
