@@ -121,12 +121,7 @@ json program_result(const std::string& name, const std::vector<std::string>& arg
           {"params", {{"command", command_line(argv)}}},
           {"output_digest", output_digest(output)},
           // AnonHugePages: null, the program exited by itself (see the top of this file).
-          {"metrics",
-           {{"wall_s", r.wall_s},
-            {"cpu_s", r.cpu_s},
-            {"peak_rss_kib", r.peak_rss_kib},
-            {"minor_faults", r.minor_faults},
-            {"anon_huge_kib", nullptr}}}};
+          {"metrics", program_metrics(r)}};
 }
 
 ProcessOptions options_for(const RunSpec& spec, const std::string& cwd) {

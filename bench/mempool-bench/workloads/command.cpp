@@ -28,17 +28,10 @@ nlohmann::json run_command(const RunSpec& spec) {
   const ProcessResult r = run_process(spec.command, options);
   if (!r.ok()) throw std::runtime_error("run: " + failure_message(spec.command, spec.allocator, r));
   const std::string text = command_line(spec.command);
-  nlohmann::json out = {
-      {"case", text.size() <= 60 ? text : text.substr(0, 57) + "..."},
-      {"primary", {{"metric", "wall_s"}, {"better", "lower"}}},
-      {"params", {{"command", text}, {"timeout_s", spec.timeout_s}}},
-      // AnonHugePages: null, the command exits by itself and its /proc entry goes with it.
-      {"metrics",
-       {{"wall_s", r.wall_s},
-        {"cpu_s", r.cpu_s},
-        {"peak_rss_kib", r.peak_rss_kib},
-        {"minor_faults", r.minor_faults},
-        {"anon_huge_kib", nullptr}}}};
+  nlohmann::json out = {{"case", text.size() <= 60 ? text : text.substr(0, 57) + "..."},
+                        {"primary", {{"metric", "wall_s"}, {"better", "lower"}}},
+                        {"params", {{"command", text}, {"timeout_s", spec.timeout_s}}},
+                        {"metrics", program_metrics(r)}};
   if (spec.check_output) out["output_digest"] = output_digest(r.out);
   return out;
 }

@@ -1,4 +1,5 @@
 // The workload registry and what the workloads share.
+#include "process.hpp"
 #include "workloads.hpp"
 
 #include <cstdio>
@@ -129,6 +130,14 @@ const WorkloadInfo* find_workload(const std::string& name) {
 
 std::vector<std::string> huge_page_allocators() {
   return {"jemalloc-thp", "mempool-thp-never"};
+}
+
+nlohmann::json program_metrics(const ProcessResult& r) {
+  return {{"wall_s", r.wall_s},
+          {"cpu_s", r.cpu_s},
+          {"peak_rss_kib", r.peak_rss_kib},
+          {"minor_faults", r.minor_faults},
+          {"anon_huge_kib", nullptr}};
 }
 
 nlohmann::json timing_metrics(const Timing& t, std::uint64_t total_ops, int threads) {

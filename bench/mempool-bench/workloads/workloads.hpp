@@ -82,6 +82,11 @@ nlohmann::json run_alloc_free_loop(const RunSpec& spec, std::size_t mixed_low, b
 // ops per second (all threads), peak resident set.
 nlohmann::json timing_metrics(const Timing& t, std::uint64_t total_ops, int threads);
 
+struct ProcessResult;
+// The metrics of a program that ran to its end (apps, run): wall and CPU seconds, peak
+// RSS and minor faults; AnonHugePages null, since its /proc entry went with it.
+nlohmann::json program_metrics(const ProcessResult& r);
+
 // A KiB count read from /proc, or null where it could not be read (-1).
 inline nlohmann::json kib_or_null(long kib) {
   return kib >= 0 ? nlohmann::json(kib) : nlohmann::json(nullptr);
