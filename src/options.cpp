@@ -165,6 +165,11 @@ HeapOptions read_heap_options() noexcept {
   read_decimal("MEMPOOL_HARDENED_SEED", false, &o.hardened_seed);
   read_decimal("MEMPOOL_HARDENED_SAMPLE", false, &o.hardened_sample);
   read_thp("MEMPOOL_THP", &o.thp);
+  // The profiler: on when either is set; a path alone samples at the default rate.
+  o.profile_path = std::getenv("MEMPOOL_PROFILE");  // NOLINT(concurrency-mt-unsafe)
+  if (o.profile_path != nullptr && *o.profile_path == '\0') o.profile_path = nullptr;
+  if (o.profile_path != nullptr) o.profile_rate = kDefaultProfileRate;
+  read_bytes("MEMPOOL_PROFILE_RATE", 1, &o.profile_rate);
   if (o.verbose) {
     char a[24], b[24], c[24], d[24];
     write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),

@@ -41,7 +41,7 @@ MEMPOOL_ALWAYS_INLINE bool heap_constant_small_size(std::size_t n) noexcept {
 
 // The inline hit: a block for a constant size, nullptr otherwise or on a miss.
 MEMPOOL_ALWAYS_INLINE void* heap_pop_constant_size(std::size_t n) noexcept {
-  return heap_constant_small_size(n) ? heap_pop(heap_class_of(n)) : nullptr;
+  return heap_constant_small_size(n) ? heap_pop_counted(heap_class_of(n), n) : nullptr;
 }
 }  // namespace detail
 
@@ -73,7 +73,8 @@ MEMPOOL_API void deallocate(void* p) noexcept;
 // from an aligned allocate must be freed with its alignment (the three-argument
 // form), or without a size: deallocate(p, n) would name the wrong class.
 MEMPOOL_ALWAYS_INLINE void deallocate(void* p, std::size_t n) noexcept {
-  if (detail::heap_constant_small_size(n) && MEMPOOL_LIKELY(p != nullptr)) {
+  if (detail::heap_constant_small_size(n) &&
+      MEMPOOL_LIKELY(n <= detail::tls_thread_cache.sized_free_max && p != nullptr)) {
     detail::heap_free_to_cache(p, detail::heap_class_of(n));
     return;
   }
@@ -91,6 +92,12 @@ MEMPOOL_API void deallocate(void* p, std::size_t n, std::align_val_t alignment) 
 // Gives free memory back to the OS now: the calling thread's cache, the central
 // caches' spare batches and every free page of the page heap.
 MEMPOOL_API void collect() noexcept;
+
+// The heap profiler (docs/options.md, MEMPOOL_PROFILE): writes what is in use now,
+// by allocation stack, to `path` in the format google-pprof reads. False when the
+// profiler is off (MEMPOOL_PROFILE and MEMPOOL_PROFILE_RATE unset) or the file
+// cannot be written (errno says why).
+MEMPOOL_API bool profile_dump(const char* path) noexcept;
 
 // The soft memory limit (tcmalloc's): a number of resident bytes (HeapStats::
 // bytes_resident: mapped and not given back to the OS), 0 for none (the default,

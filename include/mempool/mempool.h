@@ -36,6 +36,10 @@ size_t mp_usable_size(const void* p) MEMPOOL_NOEXCEPT;
 int mp_owns(const void* p) MEMPOOL_NOEXCEPT;
 /* Gives free memory back to the OS now (see mempool::collect). */
 void mp_collect(void) MEMPOOL_NOEXCEPT;
+/* The heap profiler (MEMPOOL_PROFILE, MEMPOOL_PROFILE_RATE): writes what is in use
+ * now, by allocation stack, to `path` in the format google-pprof reads. 0 on success,
+ * else an errno value (EINVAL when the profiler is off). */
+int mp_profile_dump(const char* path) MEMPOOL_NOEXCEPT;
 /* The soft memory limit in bytes, 0 for none (see mempool::set_memory_limit):
  * before the heap grows past it, free memory goes back to the OS and the calling
  * thread's and the central cache's blocks to the page heap; if that is not enough

@@ -15,14 +15,14 @@ void* fail_enomem() noexcept {
   return nullptr;
 }
 
-MEMPOOL_NOINLINE void* malloc_miss(std::size_t size) noexcept {
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* malloc_miss(std::size_t size) noexcept {
   void* p = heap_allocate(size);
   return MEMPOOL_LIKELY(p != nullptr) ? p : fail_enomem();
 }
 
 // nullptr, zero bytes, large or direct blocks, small blocks to large sizes, and
 // a miss of the thread cache.
-MEMPOOL_NOINLINE void* realloc_slow(void* p, size_t size) noexcept {
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* realloc_slow(void* p, size_t size) noexcept {
   if (p == nullptr) return mp_malloc(size);
   if (size == 0) {  // glibc's behaviour: free, return NULL
     heap_free(p);
@@ -50,7 +50,7 @@ MEMPOOL_NOINLINE void* realloc_slow(void* p, size_t size) noexcept {
 
 extern "C" {
 
-void* mp_malloc(size_t size) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* mp_malloc(size_t size) noexcept {
   if (void* p = heap_try_hit(size); MEMPOOL_LIKELY(p != nullptr)) return p;
   return malloc_miss(size);
 }
@@ -59,7 +59,7 @@ void mp_free(void* p) noexcept {
   heap_free(p);
 }
 
-void* mp_calloc(size_t count, size_t size) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* mp_calloc(size_t count, size_t size) noexcept {
   size_t bytes;
   if (__builtin_mul_overflow(count, size, &bytes)) return fail_enomem();
   void* p = heap_allocate(bytes);
@@ -75,12 +75,12 @@ void* mp_calloc(size_t count, size_t size) noexcept {
   return p;
 }
 
-void* mp_realloc(void* p, size_t size) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* mp_realloc(void* p, size_t size) noexcept {
   if (void* q = heap_try_realloc_small(p, size); MEMPOOL_LIKELY(q != nullptr)) return q;
   return realloc_slow(p, size);
 }
 
-void* mp_aligned_alloc(size_t alignment, size_t size) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* mp_aligned_alloc(size_t alignment, size_t size) noexcept {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
     errno = EINVAL;
     return nullptr;
@@ -89,7 +89,7 @@ void* mp_aligned_alloc(size_t alignment, size_t size) noexcept {
   return p != nullptr ? p : fail_enomem();
 }
 
-int mp_posix_memalign(void** out, size_t alignment, size_t size) noexcept {
+MEMPOOL_ALLOCATION_ENTRY int mp_posix_memalign(void** out, size_t alignment, size_t size) noexcept {
   if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
   void* p = heap_allocate_aligned(size, alignment);
   if (p == nullptr) return ENOMEM;

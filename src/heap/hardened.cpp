@@ -410,6 +410,10 @@ void* hardened_hand_out_unmarked(void* p, std::size_t c, std::size_t n) noexcept
   return hand_out(p, stride_of(c), n);
 }
 
+void* hardened_allocate_large_block(std::size_t n, std::size_t alignment) noexcept {
+  return allocate_large(n, alignment);
+}
+
 void* hardened_allocate(std::size_t n) noexcept {
   if (MEMPOOL_LIKELY(n <= kSmallMax)) return allocate_small(heap_class_of(n), n);
   return allocate_large(n, kHeapPageSize);
@@ -500,7 +504,7 @@ std::size_t hardened_usable_size(const void* p) noexcept {
   return large_block_span(q, "malloc_usable_size of a free block")->requested;
 }
 
-void* hardened_realloc(void* p, std::size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* hardened_realloc(void* p, std::size_t n) noexcept {
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   std::size_t old;
   if (const std::size_t c = entry & kSpanTagMask; c != 0) {
@@ -521,13 +525,13 @@ void* hardened_realloc(void* p, std::size_t n) noexcept {
     old = s->requested;
     // In place while it fits before the guard page and still fills half of it.
     const std::size_t room = guard_offset(s);
-    if (n > kSmallMax && n <= room && n > room / 2) {
+    if (n > kSmallMax && n <= room && n > room / 2 && s->profile_site == nullptr) {
       fill(p, n, slack_end(n, room));
       s->requested = n;
       return p;
     }
   }
-  void* q = hardened_allocate(n);
+  void* q = heap_allocate(n);  // counted for the profiler
   if (q == nullptr) return nullptr;
   std::memcpy(q, p, old < n ? old : n);
   hardened_free(p);

@@ -17,6 +17,7 @@
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
 #include "metadata.hpp"
+#include "heap_profiler.hpp"
 #include "page_heap.hpp"
 
 namespace mempool::detail {
@@ -30,6 +31,7 @@ constinit bool g_verbose = false;
 constinit std::atomic<std::size_t> g_large_blocks{0};
 
 void before_fork() noexcept {
+  heap_profiler_lock();
   if constexpr (kHardened) hardened_lock();
   ThreadCache::lock_registry();
   g_central_cache.lock_all();
@@ -43,6 +45,7 @@ void after_fork_in_parent() noexcept {
   g_central_cache.unlock_all();
   ThreadCache::unlock_registry();
   if constexpr (kHardened) hardened_unlock();
+  heap_profiler_unlock();
 }
 
 void after_fork_in_child() noexcept {
@@ -66,6 +69,17 @@ void print_stats_at_exit() noexcept {
 // may start before libc has set up `environ` (the dynamic loader allocates
 // first): then nothing is read yet, and heap_read_options() comes back later.
 constinit bool g_options_read = false;
+constinit bool g_profiler_to_start = false;  // heap_profiler_start, once the mutex is free
+
+void start_profiler_if_configured() noexcept {
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    start = g_profiler_to_start;
+    g_profiler_to_start = false;
+  }
+  if (start) heap_profiler_start();
+}
 bool apply_options() noexcept {
   if (g_options_read || environ == nullptr) return false;
   g_options_read = true;
@@ -82,6 +96,8 @@ bool apply_options() noexcept {
   g_direct_map_threshold = options.direct_map_threshold;
   g_verbose = options.verbose;
   if constexpr (kHardened) hardened_set_sampling(options.hardened_seed, options.hardened_sample);
+  heap_profiler_configure(options.profile_rate, options.profile_path);
+  g_profiler_to_start = options.profile_rate != 0;
   if (options.show_stats) {
     const int copy = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
     if (copy >= 0) g_stats_fd = copy;
@@ -103,6 +119,7 @@ MEMPOOL_COLD void heap_init() noexcept {
   // These may allocate (and so re-enter the heap, which is ready by now).
   ::pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
   if (show_stats) std::atexit(print_stats_at_exit);
+  start_profiler_if_configured();
 }
 
 MEMPOOL_ALWAYS_INLINE void ensure_ready() noexcept {
@@ -157,11 +174,11 @@ std::size_t block_index(const void* p, const Span* s) noexcept {
 
 }  // namespace
 
-#if MEMPOOL_HARDENED_BUILD
 void* heap_allocate_large(std::size_t n, std::size_t alignment) noexcept {
   return allocate_large(n, alignment);
 }
 
+#if MEMPOOL_HARDENED_BUILD
 void heap_free_large_span(Span* s) noexcept {
   free_large(s);
 }
@@ -248,7 +265,15 @@ std::size_t heap_aligned_class(std::size_t n, std::size_t alignment) noexcept {
   return c;
 }
 
-void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* heap_allocate_aligned(std::size_t n,
+                                                     std::size_t alignment) noexcept {
+  if (MEMPOOL_UNLIKELY(heap_sample_due(tls_thread_cache, n)) && alignment != 0 &&
+      is_power_of_two(alignment))
+    return heap_allocate_sampled(n, alignment);
+  return heap_allocate_aligned_uncounted(n, alignment);
+}
+
+void* heap_allocate_aligned_uncounted(std::size_t n, std::size_t alignment) noexcept {
   if constexpr (kHardened) return hardened_allocate_aligned(n, alignment);
   if (alignment == 0 || !is_power_of_two(alignment)) return nullptr;
   if (const std::size_t c = heap_aligned_class(n, alignment); c != 0) return heap_allocate_class(c);
@@ -305,6 +330,7 @@ void heap_free_slow(void* p, Span* s) noexcept {
   }
   if (reinterpret_cast<std::uintptr_t>(p) != s->start)
     heap_misuse(p, "free of a pointer into the middle of a block");
+  if (s->profile_site != nullptr) heap_profile_on_free(s);
   if constexpr (kHardened) {
     if (!hardened_release_large(p, s)) return;
   }
@@ -315,7 +341,7 @@ void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) no
   if (p == nullptr) return;
   const Span* s = heap_block_span(p);
   const std::size_t c = heap_aligned_class(n, alignment);
-  if (n > heap_usable_size(p) || c != s->size_class)
+  if (n > heap_usable_size(p) || (c != s->size_class && s->profile_site == nullptr))
     heap_misuse(p, "sized free with a size that is not the block's");
   heap_free(p);
 }
@@ -324,7 +350,9 @@ void heap_free_sized_checked(void* p, std::size_t n) noexcept {
   if (p == nullptr) return;
   Span* s = heap_block_span(p);
   const std::size_t usable = heap_usable_size(p);
-  const bool wrong = s->size_class != 0 ? heap_class_of(n) != s->size_class : n <= kHeapSmallMax;
+  const bool wrong = s->size_class != 0          ? heap_class_of(n) != s->size_class
+                     : s->profile_site != nullptr ? false  // a sample: any size up to usable
+                                                  : n <= kHeapSmallMax;
   if (n > usable || wrong) heap_misuse(p, "sized free with a size that is not the block's");
   heap_free(p);
 }
@@ -349,11 +377,14 @@ std::size_t heap_usable_size_slow(const void* p) noexcept {
   const Span* s = heap_block_span(p);
   if (s == nullptr) return 0;
   if (s->state == SpanState::kSmall) return kHeapClasses[s->size_class].size;
+  if (s->profile_site != nullptr) return heap_sampled_usable_size(s);
   return s->bytes();
 }
 
 bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept {
-  if (s->state != SpanState::kLarge || n <= kHeapSmallMax || n >= g_direct_map_threshold)
+  // Not a sample: its size is in the profile.
+  if (s->state != SpanState::kLarge || n <= kHeapSmallMax || n >= g_direct_map_threshold ||
+      s->profile_site != nullptr)
     return false;
   const std::size_t old_bytes = s->bytes();
   if (!g_page_heap.resize(s, (n + kHeapPageSize - 1) >> kHeapPageShift)) return false;
@@ -373,6 +404,7 @@ void heap_read_options() noexcept {
     show_stats = apply_options();
   }
   if (show_stats) std::atexit(print_stats_at_exit);
+  start_profiler_if_configured();
 }
 
 bool heap_verbose() noexcept {
@@ -394,29 +426,29 @@ namespace mempool {
 using detail::heap_allocate;
 using detail::heap_allocate_aligned;
 
-void* detail::heap_try_allocate(std::size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* detail::heap_try_allocate(std::size_t n) noexcept {
   if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return heap_allocate(n);
 }
 
-void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept {
   return heap_allocate_aligned(n, static_cast<std::size_t>(alignment));
 }
 
 namespace {
-MEMPOOL_NOINLINE void* allocate_miss(std::size_t n) {
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* allocate_miss(std::size_t n) {
   void* p = heap_allocate(n);
   if (MEMPOOL_UNLIKELY(p == nullptr)) throw std::bad_alloc();
   return p;
 }
 }  // namespace
 
-void* detail::heap_allocate_or_throw(std::size_t n) {
+MEMPOOL_ALLOCATION_ENTRY void* detail::heap_allocate_or_throw(std::size_t n) {
   if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return allocate_miss(n);
 }
 
-void* allocate(std::size_t n, std::align_val_t alignment) {
+MEMPOOL_ALLOCATION_ENTRY void* allocate(std::size_t n, std::align_val_t alignment) {
   void* p = heap_allocate_aligned(n, static_cast<std::size_t>(alignment));
   if (MEMPOOL_UNLIKELY(p == nullptr)) throw std::bad_alloc();
   return p;

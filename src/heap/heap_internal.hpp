@@ -31,7 +31,8 @@ void heap_set_direct_map_threshold(std::size_t bytes) noexcept;
 void print_heap_stats(std::FILE* out, int fd) noexcept;
 std::size_t heap_large_blocks() noexcept;
 void* heap_allocate_slow(std::size_t n) noexcept;  // n > kHeapSmallMax
-void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
+void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;  // counted
+void* heap_allocate_aligned_uncounted(std::size_t n, std::size_t alignment) noexcept;
 void heap_free_slow(void* p, Span* s) noexcept;  // nullptr, large, foreign or misused
 void heap_free_sized_checked(void* p, std::size_t n) noexcept;
 void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) noexcept;
@@ -44,10 +45,21 @@ std::size_t heap_usable_size_slow(const void* p) noexcept;
 // Bytes of a large or direct span that start at its block (0 for small spans).
 bool heap_resize_in_place(void* p, Span* s, std::size_t n) noexcept;
 
+// The profiler's slow path (heap_sample_due said so): a block of n bytes, aligned to
+// `alignment` (0: the default), in a span of its own that records its allocation
+// stack, or an ordinary block when the profiler is off (the countdown then set to
+// "never") or busy on this thread. src/heap/heap_profiler.cpp.
+void* heap_allocate_sampled(std::size_t n, std::size_t alignment) noexcept;
+// Span s (large or direct, sampled) is about to be freed: its sample leaves the profile.
+void heap_profile_on_free(Span* s) noexcept;
+// Hardened builds: the large allocation path (a guard page, the slack filled), which a
+// sampled block takes too.
+void* hardened_allocate_large_block(std::size_t n, std::size_t alignment) noexcept;
+
 // The miss path: refill from the central cache (nullptr when out of memory).
 void* heap_allocate_class_miss(std::size_t c) noexcept;
-// Hardened builds: a large block (n > kHeapSmallMax, or an alignment no class
-// gives) from the page heap or a mapping of its own, and the free of its span.
+// A large block (n > kHeapSmallMax, or an alignment no class gives, or a sample)
+// from the page heap or a mapping of its own; hardened builds: the free of its span.
 void* heap_allocate_large(std::size_t n, std::size_t alignment) noexcept;
 void heap_free_large_span(Span* s) noexcept;
 // The class an aligned request of n bytes gets: 0 for a large span.
@@ -116,7 +128,7 @@ MEMPOOL_ALWAYS_INLINE void* hardened_hand_out(void* p, std::size_t c, std::size_
 MEMPOOL_ALWAYS_INLINE void* hardened_try_hit(std::size_t n) noexcept {
   if (MEMPOOL_UNLIKELY(n > kHeapSmallMax)) return nullptr;
   const std::size_t c = heap_class_of(n);
-  void* p = heap_pop<false>(c);
+  void* p = heap_pop_counted<false>(c, n);
   if (MEMPOOL_UNLIKELY(p == nullptr)) return nullptr;
   return hardened_hand_out(p, c, n);
 }
@@ -127,15 +139,22 @@ MEMPOOL_ALWAYS_INLINE void* heap_try_hit(std::size_t n) noexcept {
   if constexpr (kHardened) return hardened_try_hit(n);
   // Two copies of the pop, one per granule of the class table, so that neither
   // size range jumps back into the other's code (measured: 1.5-2 ns a pair).
-  if (MEMPOOL_LIKELY(n <= kHeapFineMax)) return heap_pop(kHeapClassTable.by_index[(n + 7) >> 3]);
-  if (n <= kHeapSmallMax) return heap_pop(kHeapClassTable.by_index[heap_class_index(n)]);
+  if (MEMPOOL_LIKELY(n <= kHeapFineMax))
+    return heap_pop_counted(kHeapClassTable.by_index[(n + 7) >> 3], n);
+  if (n <= kHeapSmallMax) return heap_pop_counted(kHeapClassTable.by_index[heap_class_index(n)], n);
   return nullptr;
 }
 
-MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
+// Any request, hit or not, counted for the profiler (each allocation is counted
+// once: by the hit paths above when they serve it, else here).
+MEMPOOL_ALWAYS_INLINE void* heap_allocate_uncounted(std::size_t n) noexcept {
   if constexpr (kHardened) return hardened_allocate(n);
   if (MEMPOOL_LIKELY(n <= kHeapSmallMax)) return heap_allocate_class(heap_class_of(n));
   return heap_allocate_slow(n);
+}
+MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
+  if (MEMPOOL_UNLIKELY(heap_sample_due(tls_thread_cache, n))) return heap_allocate_sampled(n, 0);
+  return heap_allocate_uncounted(n);
 }
 
 // A small block's span from its page-map entry whose class c is not 0, with
@@ -219,7 +238,7 @@ MEMPOOL_ALWAYS_INLINE void heap_free_sized(void* p, std::size_t n) noexcept {
   } else if constexpr (kHardened) {
     hardened_free_sized(p, n);
   } else {
-    if (MEMPOOL_LIKELY(n <= kHeapSmallMax && p != nullptr)) {
+    if (MEMPOOL_LIKELY(n <= tls_thread_cache.sized_free_max && p != nullptr)) {
       heap_free_to_cache(p, heap_class_of(n));
       return;
     }

@@ -12,6 +12,8 @@
 
 namespace mempool::detail {
 
+struct ProfileSite;  // src/heap/heap_profiler.cpp
+
 // Heap pages are 8 KiB (two 4 KiB OS pages): fewer page-map entries and spans.
 inline constexpr unsigned kHeapPageShift = 13;
 inline constexpr std::size_t kHeapPageSize = std::size_t{1} << kHeapPageShift;
@@ -56,10 +58,15 @@ struct alignas(128) Span {
   bool guarded = false;
   // kFree and kCached: when the pages were last in use (page heap clock, ms), for decay.
   std::uint64_t free_since = 0;
-  // Hardened builds, kLarge and kDirect: the bytes the program asked for.
+  // Hardened builds, kLarge and kDirect, and sampled blocks: the bytes the program
+  // asked for.
   std::size_t requested = 0;
   // Checked builds: one bit per block, set while the program holds the block.
   std::atomic<std::uint64_t>* live_bits = nullptr;
+  // kLarge and kDirect: the heap profiler sampled this span's block, allocated at this
+  // site (its stack); `requested` holds the bytes asked for. A sampled block of any
+  // size has a span of its own, so that free finds the sample in the span it reads.
+  ProfileSite* profile_site = nullptr;
 
   [[nodiscard]] std::size_t bytes() const noexcept { return pages << kHeapPageShift; }
   [[nodiscard]] std::uintptr_t first_page() const noexcept { return start >> kHeapPageShift; }

@@ -9,6 +9,7 @@
 #include "central_cache.hpp"
 #include "class_info.hpp"
 #include "heap_internal.hpp"
+#include "heap_profiler.hpp"
 #include "mempool/detail/intrusive_list.hpp"
 
 namespace mempool::detail {
@@ -156,6 +157,8 @@ bool ThreadCache::activate() noexcept {
   state_ = ThreadCacheState::kExited;
   if (!g_have_exit_key || ::pthread_setspecific(g_exit_key, this) != 0) return false;
   state_ = ThreadCacheState::kActive;
+  // While profiling, a sized free must ask the page map (a sample may be any size).
+  sized_free_max = heap_profiler_active() ? 0 : kHeapSmallMax;
   ThreadCacheRegistry::add(this);
   budget_ = budget_share();
   return true;

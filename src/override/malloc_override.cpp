@@ -38,7 +38,7 @@ bool is_heap_block(const void* p) noexcept {
 
 // realloc of a glibc block: the new block comes from mempool, so the program
 // moves over to mempool as it reallocates.
-MEMPOOL_COLD void* realloc_foreign(void* p, std::size_t n) noexcept {
+MEMPOOL_COLD MEMPOOL_ALLOCATION_ENTRY void* realloc_foreign(void* p, std::size_t n) noexcept {
   if (!system_owns(p)) heap_misuse(p, "realloc of a pointer not allocated by mempool or glibc");
   const std::size_t old = system_usable_size(p);
   if (n == 0) {
@@ -62,7 +62,7 @@ MEMPOOL_NOINLINE std::size_t usable_size_slow(void* p) noexcept {
 }
 
 // glibc's memalign accepts any alignment: a non-power of two is rounded up.
-void* memalign_any(std::size_t alignment, std::size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* memalign_any(std::size_t alignment, std::size_t n) noexcept {
   if (alignment > (std::size_t{1} << 62)) {
     errno = EINVAL;
     return nullptr;
@@ -88,7 +88,7 @@ extern "C" {
 
 // The hit paths inline, so a program's call lands on them without a jump more;
 // a miss (or a large block) goes through mp_malloc, which sets errno.
-void* malloc(size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* malloc(size_t n) noexcept {
   if (void* p = heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return mp_malloc(n);
 }
@@ -97,17 +97,17 @@ void free(void* p) noexcept {
   heap_free(p);
 }
 
-void* calloc(size_t count, size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* calloc(size_t count, size_t n) noexcept {
   return mp_calloc(count, n);
 }
 
-void* realloc(void* p, size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* realloc(void* p, size_t n) noexcept {
   if (void* q = heap_try_realloc_small(p, n); MEMPOOL_LIKELY(q != nullptr)) return q;
   if (MEMPOOL_UNLIKELY(p != nullptr && !is_heap_block(p))) return realloc_foreign(p, n);
   return mp_realloc(p, n);
 }
 
-void* reallocarray(void* p, size_t count, size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* reallocarray(void* p, size_t count, size_t n) noexcept {
   size_t bytes;
   if (__builtin_mul_overflow(count, n, &bytes)) {
     errno = ENOMEM;
@@ -116,23 +116,23 @@ void* reallocarray(void* p, size_t count, size_t n) noexcept {
   return realloc(p, bytes);
 }
 
-void* aligned_alloc(size_t alignment, size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* aligned_alloc(size_t alignment, size_t n) noexcept {
   return mp_aligned_alloc(alignment, n);
 }
 
-int posix_memalign(void** out, size_t alignment, size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY int posix_memalign(void** out, size_t alignment, size_t n) noexcept {
   return mp_posix_memalign(out, alignment, n);
 }
 
-void* memalign(size_t alignment, size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* memalign(size_t alignment, size_t n) noexcept {
   return memalign_any(alignment, n);
 }
 
-void* valloc(size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* valloc(size_t n) noexcept {
   return mp_aligned_alloc(page_size(), n);
 }
 
-void* pvalloc(size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* pvalloc(size_t n) noexcept {
   const std::size_t page = page_size();
   if (n > SIZE_MAX - page) {
     errno = ENOMEM;

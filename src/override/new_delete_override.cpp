@@ -13,7 +13,7 @@ using namespace mempool::detail;
 namespace {
 
 // alignment 0: the default (16 from 16 bytes on).
-MEMPOOL_NOINLINE void* new_slow(std::size_t n, std::size_t alignment) {
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* new_slow(std::size_t n, std::size_t alignment) {
   for (;;) {
     void* p = alignment == 0 ? heap_allocate(n) : heap_allocate_aligned(n, alignment);
     if (MEMPOOL_LIKELY(p != nullptr)) return p;
@@ -23,7 +23,7 @@ MEMPOOL_NOINLINE void* new_slow(std::size_t n, std::size_t alignment) {
   }
 }
 
-MEMPOOL_NOINLINE void* new_nothrow_slow(std::size_t n, std::size_t alignment) noexcept {
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* new_nothrow_slow(std::size_t n, std::size_t alignment) noexcept {
   try {
     return new_slow(n, alignment);
   } catch (...) {
@@ -47,29 +47,29 @@ std::size_t as_size(std::align_val_t alignment) noexcept {
 
 }  // namespace
 
-void* operator new(std::size_t n) {
+MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n) {
   return new_default(n);
 }
-void* operator new[](std::size_t n) {
+MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n) {
   return new_default(n);
 }
-void* operator new(std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
   return new_default_nothrow(n);
 }
-void* operator new[](std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
   return new_default_nothrow(n);
 }
-void* operator new(std::size_t n, std::align_val_t alignment) {
+MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n, std::align_val_t alignment) {
   return new_slow(n, as_size(alignment));
 }
-void* operator new[](std::size_t n, std::align_val_t alignment) {
+MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n, std::align_val_t alignment) {
   return new_slow(n, as_size(alignment));
 }
-void* operator new(std::size_t n, std::align_val_t alignment,
+MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n, std::align_val_t alignment,
                    const std::nothrow_t& /*tag*/) noexcept {
   return new_nothrow_slow(n, as_size(alignment));
 }
-void* operator new[](std::size_t n, std::align_val_t alignment,
+MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n, std::align_val_t alignment,
                      const std::nothrow_t& /*tag*/) noexcept {
   return new_nothrow_slow(n, as_size(alignment));
 }

@@ -103,6 +103,15 @@ class MEMPOOL_API ThreadCache {
   // that the hit path reaches it from the TLS base like the lists. 0 before: the one
   // block an unset cache may hold is re-encoded when it activates.
   std::uintptr_t link_key = 0;
+  // The heap profiler (src/heap/heap_profiler.cpp): bytes this thread may still
+  // allocate before the next sample. The hit path subtracts each request and goes
+  // out of line when it turns negative; it starts at 0, so a thread's first
+  // allocation sets it (to a random interval, or to "never" when profiling is off).
+  std::int64_t sample_countdown = 0;
+  // The largest size a sized free takes straight to the cache: kHeapSmallMax, or 0
+  // while profiling, when a sampled block (a span of its own) may be any size's and
+  // only the page map knows it. 0 until the cache is active: the page map answers.
+  std::size_t sized_free_max = 0;
   // The key this cache's lists are encoded with.
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t key() const noexcept {
     if constexpr (kHardened) return link_key;
@@ -230,6 +239,16 @@ MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next,
 // (hardened_hand_out reads the mark), and a corrupted link stops the process by a
 // call, since a caller that goes on with its arguments would keep them in saved
 // registers for the jump: a stack frame on every call.
+// The profiler's count, taken when a request of n bytes is about to be served: true
+// when it is to be sampled instead. Two instructions, a subtract into the TLS word and
+// a branch on its sign. The count is not restored then: the caller's slow path counts
+// the request again, still negative, and the sample it takes draws a new count.
+MEMPOOL_ALWAYS_INLINE bool heap_sample_due(ThreadCache& t, std::size_t n) noexcept {
+  t.sample_countdown =
+      static_cast<std::int64_t>(static_cast<std::uint64_t>(t.sample_countdown) - n);
+  return MEMPOOL_UNLIKELY(t.sample_countdown < 0);
+}
+
 template <bool kHandOut = true>
 MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
@@ -250,6 +269,18 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   if constexpr (kChecked) checked_on_allocate(b);
   if constexpr (kMemoryChecker) checker_allocated(b, heap_class_bytes(c));
   return b;
+}
+
+// heap_pop for a request of n bytes, counted for the profiler: nullptr on a miss
+// and when the request is to be sampled (the caller's slow path then serves it,
+// counting it there).
+template <bool kHandOut = true>
+MEMPOOL_ALWAYS_INLINE void* heap_pop_counted(std::size_t c, std::size_t n) noexcept {
+  ThreadCache& t = tls_thread_cache;
+  // A miss first, uncounted (heap_pop's own test folds into this one).
+  if (MEMPOOL_UNLIKELY(t.heads[c] == nullptr)) return nullptr;
+  if (MEMPOOL_UNLIKELY(heap_sample_due(t, n))) return nullptr;
+  return heap_pop<kHandOut>(c);
 }
 
 // Pushes p (a block of class c) on the calling thread's cache, unchecked; past

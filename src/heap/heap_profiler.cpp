@@ -1,0 +1,415 @@
+// The heap profiler: which allocation stacks hold the memory in use.
+//
+// Sampling by bytes, as tcmalloc and jemalloc do: each thread draws the number of
+// bytes until its next sample from an exponential distribution of mean R
+// (MEMPOOL_PROFILE_RATE, 512 KiB), so that every byte allocated has the same chance
+// 1/R of being sampled, whatever the sizes and their order. The hit paths subtract each
+// request from the thread's countdown (heap_sample_due: two instructions) and come here
+// when it turns negative. A sampled block gets a span of its own (one 8 KiB page for a
+// small one), which records the site and the size: free finds the sample in the span
+// it reads anyway, and nothing is added to its hit path (tcmalloc does the same). Sized
+// frees skip the page map, so they take the page-map path while profiling
+// (ThreadCache::sized_free_max).
+//
+// A block of n bytes is sampled with probability 1 - exp(-n/R); each sample stands for
+// 1 / (1 - exp(-n/R)) blocks and n times that bytes, so the profile's sums are unbiased
+// estimates of the blocks and bytes in use and allocated, by site. The relative error
+// of a site's estimate is about 1/sqrt(bytes/R): 12% for 32 MiB at the default rate.
+//
+// Stacks come from glibc's backtrace() (libgcc's unwinder over .eh_frame), correct for
+// programs built without frame pointers and no dependency more; libunwind would be
+// faster per stack, but a stack is taken once per R bytes. The frames inside the
+// allocator (MEMPOOL_ALLOCATION_ENTRY) are dropped. A thread taking a stack is marked
+// busy: what the unwinder allocates (its first call loads libgcc_s) is served without a
+// sample, so the profiler never recurses; a signal handler that allocates on that thread
+// does too. The lock of the site table is held across fork().
+#include <execinfo.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "../options.hpp"
+#include "heap_internal.hpp"
+#include "heap_profiler.hpp"
+#include "mempool/detail/lock.hpp"
+#include "mempool/heap.hpp"
+#include "mempool/mempool.h"
+#include "metadata.hpp"
+
+// The bounds of the section that MEMPOOL_ALLOCATION_ENTRY places functions in (the
+// linker defines them, in each shared object and executable that has the section).
+extern "C" {
+extern const char __start_mempool_allocation_entry[] __attribute__((visibility("hidden")));
+extern const char __stop_mempool_allocation_entry[] __attribute__((visibility("hidden")));
+}
+
+namespace mempool::detail {
+
+// One allocation stack and what its samples add up to (estimates; counts in 1/65536
+// of a block, so that a small block's large weight keeps its fraction).
+struct ProfileSite {
+  ProfileSite* next = nullptr;  // in its bucket
+  std::uint64_t hash = 0;
+  std::atomic<std::uint64_t> live_count{0};
+  std::atomic<std::uint64_t> live_bytes{0};
+  std::atomic<std::uint64_t> total_count{0};
+  std::atomic<std::uint64_t> total_bytes{0};
+  void* const* frames = nullptr;  // return addresses, innermost first
+  std::uint32_t depth = 0;
+};
+
+namespace {
+
+constexpr int kMaxDepth = 64;       // frames kept (pprof's and tcmalloc's maximum)
+constexpr int kMaxSkipped = 16;     // allocator frames above them
+constexpr std::size_t kBuckets = 8192;  // 64 KiB of pointers: one metadata block
+constexpr unsigned kCountShift = 16;
+
+constinit std::size_t g_rate = 0;  // 0: off
+constinit double g_rate_bytes = 0;
+constinit char g_path[PATH_MAX] = {};  // MEMPOOL_PROFILE, %p not yet replaced
+constinit Lock g_lock;                 // the table and its arena
+constinit ProfileSite** g_buckets = nullptr;
+constinit char* g_arena_next = nullptr;
+constinit char* g_arena_end = nullptr;
+
+struct ProfilerThread {
+  std::uint64_t random = 0;  // xorshift64* state, 0 until first used
+  bool busy = false;         // taking a stack: allocations are not sampled
+};
+constinit thread_local ProfilerThread tls_profiler MEMPOOL_TLS_MODEL;
+
+std::uint64_t next_random(ProfilerThread& t) noexcept {
+  if (t.random == 0) {
+    // Distinct per thread and per process (the TLS block's address, the pid).
+    t.random = (reinterpret_cast<std::uintptr_t>(&t) * 0x9e3779b97f4a7c15u) ^
+               (static_cast<std::uint64_t>(::getpid()) << 32) ^ 0x5851f42d4c957f2du;
+    if (t.random == 0) t.random = 1;
+  }
+  std::uint64_t x = t.random;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  t.random = x;
+  return x * 0x2545f4914f6cdd1du;
+}
+
+// Bytes until the next sample: exponential with mean R.
+std::int64_t next_interval(ProfilerThread& t) noexcept {
+  const double u = static_cast<double>((next_random(t) >> 11) + 1) * 0x1p-53;  // (0, 1]
+  const double bytes = -std::log(u) * g_rate_bytes;
+  constexpr double kMost = 0x1p62;
+  return static_cast<std::int64_t>(bytes < kMost ? bytes : kMost);
+}
+
+// What one sample of a block of n bytes stands for.
+struct Weight {
+  std::uint64_t count;  // blocks x 2^kCountShift
+  std::uint64_t bytes;
+};
+Weight weight_of(std::size_t n) noexcept {
+  const double size = n == 0 ? 1.0 : static_cast<double>(n);
+  const double blocks = -1.0 / std::expm1(-size / g_rate_bytes);  // 1 / (1 - e^(-n/R))
+  return {static_cast<std::uint64_t>(std::llround(blocks * (1u << kCountShift))),
+          static_cast<std::uint64_t>(std::llround(blocks * static_cast<double>(n)))};
+}
+
+bool in_allocator(const void* pc) noexcept {
+  const auto* p = static_cast<const char*>(pc);
+  return p >= __start_mempool_allocation_entry && p < __stop_mempool_allocation_entry;
+}
+
+std::uint64_t hash_frames(void* const* frames, int depth) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325u;
+  for (int i = 0; i < depth; ++i) {
+    h ^= reinterpret_cast<std::uintptr_t>(frames[i]);
+    h *= 0x100000001b3u;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+// Bump allocation from metadata blocks for sites and their frames (never freed); g_lock held.
+void* arena_allocate(std::size_t bytes) noexcept {
+  bytes = (bytes + 15) & ~std::size_t{15};
+  if (g_arena_next == nullptr || static_cast<std::size_t>(g_arena_end - g_arena_next) < bytes) {
+    auto* block = static_cast<char*>(g_metadata.allocate(MetadataArena::kMaxBytes));
+    if (block == nullptr) return nullptr;
+    g_arena_next = block;
+    g_arena_end = block + MetadataArena::kMaxBytes;
+  }
+  void* p = g_arena_next;
+  g_arena_next += bytes;
+  return p;
+}
+
+// The site of this stack, added if new; nullptr when out of memory. g_lock held.
+ProfileSite* find_site(void* const* frames, int depth) noexcept {
+  if (g_buckets == nullptr) {
+    g_buckets = static_cast<ProfileSite**>(g_metadata.allocate(kBuckets * sizeof(ProfileSite*)));
+    if (g_buckets == nullptr) return nullptr;
+  }
+  const std::uint64_t h = hash_frames(frames, depth);
+  ProfileSite*& bucket = g_buckets[h % kBuckets];
+  for (ProfileSite* s = bucket; s != nullptr; s = s->next) {
+    if (s->hash == h && s->depth == static_cast<std::uint32_t>(depth) &&
+        std::memcmp(s->frames, frames, static_cast<std::size_t>(depth) * sizeof(void*)) == 0)
+      return s;
+  }
+  void* memory = arena_allocate(sizeof(ProfileSite) + static_cast<std::size_t>(depth) * sizeof(void*));
+  if (memory == nullptr) return nullptr;
+  auto* site = new (memory) ProfileSite();
+  auto** copy = reinterpret_cast<void**>(site + 1);
+  std::memcpy(copy, frames, static_cast<std::size_t>(depth) * sizeof(void*));
+  site->frames = copy;
+  site->depth = static_cast<std::uint32_t>(depth);
+  site->hash = h;
+  site->next = bucket;
+  bucket = site;
+  return site;
+}
+
+// The allocation a sample replaces, served as if the profiler were off.
+void* allocate_uncounted(std::size_t n, std::size_t alignment) noexcept {
+  if (alignment != 0) return heap_allocate_aligned_uncounted(n, alignment);
+  return heap_allocate_uncounted(n);
+}
+
+// A buffered writer to a descriptor, with no allocation.
+class ProfileWriter {
+ public:
+  explicit ProfileWriter(int fd) noexcept : fd_(fd) {}
+  void put(const char* text, std::size_t n) noexcept {
+    while (n > 0) {
+      if (used_ == sizeof buffer_) flush();
+      const std::size_t take = n < sizeof buffer_ - used_ ? n : sizeof buffer_ - used_;
+      std::memcpy(buffer_ + used_, text, take);
+      used_ += take;
+      text += take;
+      n -= take;
+    }
+  }
+  void put(const char* text) noexcept { put(text, std::strlen(text)); }
+  template <typename... Args>
+  void format(const char* f, Args... args) noexcept {
+    char line[160];
+    const int n = std::snprintf(line, sizeof line, f, args...);
+    if (n > 0) put(line, static_cast<std::size_t>(n) < sizeof line ? static_cast<std::size_t>(n) : sizeof line - 1);
+  }
+  bool flush() noexcept {
+    for (std::size_t done = 0; done < used_;) {
+      const ssize_t w = ::write(fd_, buffer_ + done, used_ - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        ok_ = false;
+        break;
+      }
+      done += static_cast<std::size_t>(w);
+    }
+    used_ = 0;
+    return ok_;
+  }
+
+ private:
+  int fd_;
+  bool ok_ = true;
+  std::size_t used_ = 0;
+  char buffer_[8192];
+};
+
+std::uint64_t blocks_of(std::uint64_t count) noexcept {
+  return (count + (1u << (kCountShift - 1))) >> kCountShift;
+}
+
+// The gperftools heap-profile format (google-pprof and Go's pprof read it): a header
+// with the totals, a line per site (in use, then [allocated], then its stack), and the
+// process's mappings, from which pprof finds the binaries to symbolize with. The
+// counts are estimates already: the header's "heapprofile" tells pprof not to scale.
+bool write_profile(int fd) noexcept {
+  ProfileWriter out(fd);
+  {
+    std::lock_guard<Lock> lock(g_lock);
+    std::uint64_t totals[4] = {};
+    for (std::size_t b = 0; g_buckets != nullptr && b < kBuckets; ++b) {
+      for (const ProfileSite* s = g_buckets[b]; s != nullptr; s = s->next) {
+        totals[0] += blocks_of(s->live_count.load(std::memory_order_relaxed));
+        totals[1] += s->live_bytes.load(std::memory_order_relaxed);
+        totals[2] += blocks_of(s->total_count.load(std::memory_order_relaxed));
+        totals[3] += s->total_bytes.load(std::memory_order_relaxed);
+      }
+    }
+    out.format("heap profile: %6llu: %8llu [%6llu: %8llu] @ heapprofile\n",
+               static_cast<unsigned long long>(totals[0]), static_cast<unsigned long long>(totals[1]),
+               static_cast<unsigned long long>(totals[2]), static_cast<unsigned long long>(totals[3]));
+    for (std::size_t b = 0; g_buckets != nullptr && b < kBuckets; ++b) {
+      for (const ProfileSite* s = g_buckets[b]; s != nullptr; s = s->next) {
+        out.format("%6llu: %8llu [%6llu: %8llu] @",
+                   static_cast<unsigned long long>(blocks_of(s->live_count.load(std::memory_order_relaxed))),
+                   static_cast<unsigned long long>(s->live_bytes.load(std::memory_order_relaxed)),
+                   static_cast<unsigned long long>(blocks_of(s->total_count.load(std::memory_order_relaxed))),
+                   static_cast<unsigned long long>(s->total_bytes.load(std::memory_order_relaxed)));
+        // Return addresses; pprof takes 1 from all but the first, which it takes for
+        // the program counter of a sample (a CPU profile's): the call is 1 byte back.
+        for (std::uint32_t i = 0; i < s->depth; ++i)
+          out.format(" %#lx", reinterpret_cast<std::uintptr_t>(s->frames[i]) - (i == 0 ? 1 : 0));
+        out.put("\n");
+      }
+    }
+  }
+  out.put("\nMAPPED_LIBRARIES:\n");
+  const int maps = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (maps >= 0) {
+    char chunk[4096];
+    for (;;) {
+      const ssize_t n = ::read(maps, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      out.put(chunk, static_cast<std::size_t>(n));
+    }
+    ::close(maps);
+  }
+  return out.flush();
+}
+
+// MEMPOOL_PROFILE's path with %p replaced by the pid (a child of fork() writes its own).
+void expand_path(char (&path)[PATH_MAX]) noexcept {
+  std::size_t n = 0;
+  for (const char* c = g_path; *c != '\0' && n + 1 < sizeof path; ++c) {
+    if (c[0] == '%' && c[1] == 'p') {
+      char pid[24];
+      const int len = std::snprintf(pid, sizeof pid, "%d", static_cast<int>(::getpid()));
+      for (int i = 0; i < len && n + 1 < sizeof path; ++i)
+        path[n++] = pid[i];
+      ++c;
+    } else {
+      path[n++] = *c;
+    }
+  }
+  path[n] = '\0';
+}
+
+void dump_at_exit() noexcept {
+  char path[PATH_MAX];
+  expand_path(path);
+  if (!profile_dump(path)) {
+    write_stderr_line("heap profile: cannot write ", path, ": ", std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+bool heap_profiler_active() noexcept {
+  return g_rate != 0;
+}
+
+void heap_profiler_configure(std::size_t rate, const char* path) noexcept {
+  if (rate == 0) return;
+  g_rate = rate;
+  g_rate_bytes = static_cast<double>(rate);
+  if (path != nullptr) {
+    std::strncpy(g_path, path, sizeof g_path - 1);
+  }
+}
+
+void heap_profiler_start() noexcept {
+  if (g_rate == 0) return;
+  // This thread's sized frees take the page map from now on, and its next allocation
+  // draws its countdown (threads that start later do both as their caches activate).
+  tls_thread_cache.sized_free_max = 0;
+  tls_thread_cache.sample_countdown = 0;
+  // backtrace()'s first call loads libgcc_s, which allocates: done now, outside any lock.
+  ProfilerThread& t = tls_profiler;
+  t.busy = true;
+  void* frame[1];
+  backtrace(frame, 1);
+  t.busy = false;
+  if (g_path[0] != '\0') std::atexit(dump_at_exit);
+}
+
+void heap_profiler_lock() noexcept {
+  g_lock.lock();
+}
+void heap_profiler_unlock() noexcept {
+  g_lock.unlock();
+}
+
+MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(std::size_t n,
+                                                                      std::size_t alignment) noexcept {
+  heap_ensure_ready();  // the options, when this is the process's first allocation
+  ThreadCache& cache = tls_thread_cache;
+  ProfilerThread& t = tls_profiler;
+  if (g_rate == 0) {
+    cache.sample_countdown = INT64_MAX;
+    return allocate_uncounted(n, alignment);
+  }
+  if (t.busy) return allocate_uncounted(n, alignment);
+  cache.sample_countdown = next_interval(t);
+  t.busy = true;
+  void* frames[kMaxDepth + kMaxSkipped];
+  const int depth = backtrace(frames, kMaxDepth + kMaxSkipped);
+  int skip = 0;
+  while (skip < depth && in_allocator(frames[skip]))
+    ++skip;
+  const std::size_t bytes = n == 0 ? 1 : n;
+  void* p = kHardened ? hardened_allocate_large_block(bytes, alignment)
+                      : heap_allocate_large(bytes, alignment);
+  if (p != nullptr) {
+    Span* s = g_page_map.lookup(p);
+    s->requested = n;
+    std::lock_guard<Lock> lock(g_lock);
+    if (ProfileSite* site = find_site(frames + skip, depth - skip < kMaxDepth ? depth - skip : kMaxDepth)) {
+      const Weight w = weight_of(n);
+      site->live_count.fetch_add(w.count, std::memory_order_relaxed);
+      site->live_bytes.fetch_add(w.bytes, std::memory_order_relaxed);
+      site->total_count.fetch_add(w.count, std::memory_order_relaxed);
+      site->total_bytes.fetch_add(w.bytes, std::memory_order_relaxed);
+      s->profile_site = site;
+    }
+  }
+  t.busy = false;
+  return p;
+}
+
+void heap_profile_on_free(Span* s) noexcept {
+  const Weight w = weight_of(s->requested);
+  s->profile_site->live_count.fetch_sub(w.count, std::memory_order_relaxed);
+  s->profile_site->live_bytes.fetch_sub(w.bytes, std::memory_order_relaxed);
+  s->profile_site = nullptr;
+}
+
+std::size_t heap_sampled_usable_size(const Span* s) noexcept {
+  if (s->requested > kHeapSmallMax) return s->bytes();
+  return kHeapClasses[heap_class_of(s->requested)].size;
+}
+
+}  // namespace mempool::detail
+
+namespace mempool {
+
+bool profile_dump(const char* path) noexcept {
+  if (detail::g_rate == 0 || path == nullptr) {
+    errno = EINVAL;
+    return false;
+  }
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const bool ok = detail::write_profile(fd);
+  const int saved = errno;
+  if (::close(fd) != 0 && ok) return false;
+  errno = saved;
+  return ok;
+}
+
+}  // namespace mempool
+
+extern "C" int mp_profile_dump(const char* path) noexcept {
+  return mempool::profile_dump(path) ? 0 : (errno != 0 ? errno : EIO);
+}
