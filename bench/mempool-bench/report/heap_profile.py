@@ -318,10 +318,16 @@ def print_summary(profiles, command, allocator, rate, top, markdown, images):
             print(f"and {len(others) - MAX_OTHER_PROCESSES} more processes")
     print()
     if first.name in images:
-        print(f"flame graph: {images[first.name]}")
-    print(f"table: {markdown}" + (" (every process)" if others else ""))
-    print(f"raw profile{'s' if others else ''}: "
-          f"{first.path if not others else os.path.join(os.path.dirname(first.path), '*.heap')}")
+        print(f"flame graph: {shown_path(images[first.name])}")
+    print(f"table: {shown_path(markdown)}" + (" (every process)" if others else ""))
+    raw = first.path if not others else os.path.join(os.path.dirname(first.path), "*.heap")
+    print(f"raw profile{'s' if others else ''}: {shown_path(raw)}")
+
+
+def shown_path(path):
+    """path relative to the current folder where it is below it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def parse_args(argv):
