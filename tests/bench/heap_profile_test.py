@@ -59,8 +59,8 @@ def add_profile(directory, name, space=None, objects=None):
     return path
 
 
-def run_script(directory, path_dirs, *args):
-    env = dict(os.environ, PATH=os.pathsep.join(path_dirs))
+def run_script(directory, path_dirs, *args, **env_vars):
+    env = dict(os.environ, PATH=os.pathsep.join(path_dirs), **env_vars)
     command = [SCRIPT] if os.access(SCRIPT, os.X_OK) else [sys.executable, SCRIPT]
     return subprocess.run(command + [directory, *args], capture_output=True, text=True,
                           timeout=300, env=env, check=False)
@@ -95,9 +95,9 @@ class WithFakePprof(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_on_dir(self, *args):
+    def run_on_dir(self, *args, **env_vars):
         # only the stand-in on PATH (the scripts start /usr/bin/python3 by their #! line)
-        result = run_script(self.dir, [self.bin], *args)
+        result = run_script(self.dir, [self.bin], *args, **env_vars)
         self.assertNotIn("Traceback", result.stderr)
         return result
 
@@ -206,6 +206,24 @@ class SeveralProcesses(WithFakePprof):
         png_ok(self, os.path.join(self.dir, "heap.200.png"))
         self.assertTrue(os.path.isfile(os.path.join(self.dir, "heap.100.png")))
         self.assertFalse(os.path.exists(os.path.join(self.dir, "heap.300.png")))
+
+
+class WithoutMatplotlib(WithFakePprof):
+    def test_the_table_without_flame_graphs(self):
+        add_profile(self.dir, "heap.1.heap")
+        hidden = os.path.join(self.tmp.name, "python")
+        os.makedirs(os.path.join(hidden, "matplotlib"))
+        with open(os.path.join(hidden, "matplotlib", "__init__.py"), "w", encoding="utf-8") as f:
+            f.write("raise ImportError('not installed')\n")
+        result = self.run_on_dir(PYTHONPATH=hidden)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("matplotlib is missing (Debian: python3-matplotlib)", result.stderr)
+        self.assertIn("big_site", result.stdout)
+        with open(os.path.join(self.dir, "profile.md"), encoding="utf-8") as f:
+            md = f.read()
+        self.assertIn("| 1 | `big_site` | `layer` | 64.0 MiB | 75.5% | 64 |", md)
+        self.assertNotIn(".png", md)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "heap.1.png")))
 
 
 class BadInput(WithFakePprof):

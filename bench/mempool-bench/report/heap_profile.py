@@ -38,7 +38,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 from formatting import bytes_text, cut, escape, md_table, percent_text  # noqa: E402
-from plots import import_pyplot  # noqa: E402
+from plots import import_pyplot, matplotlib_missing  # noqa: E402
 from profile_plot import draw_flame_graph  # noqa: E402
 
 PPROF = "google-pprof"
@@ -368,9 +368,7 @@ def main(argv):
     write_markdown(markdown, profiles, args.command, args.allocator, args.rate, args.top, images)
     print_summary(profiles, args.command, args.allocator, args.rate, args.top, markdown, images)
     if plt is None:
-        print("heap_profile.py: matplotlib is missing (Debian: python3-matplotlib), "
-              "no flame graphs", file=sys.stderr)
-        return 1
+        return matplotlib_missing("heap_profile.py", "profile.md has no flame graphs")
     return 0
 
 
