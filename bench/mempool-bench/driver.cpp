@@ -241,17 +241,24 @@ int run_plan_for(const Options& o, const std::vector<Part>& parts) {
   return run_plan(o, runs, av);
 }
 
-int run_report(const std::string& dir) {
-  const std::string script = MEMPOOL_BENCH_REPORT_SCRIPT;
+int exec_report_script(const std::string& name, const std::vector<std::string>& args) {
+  const std::string script =
+      std::filesystem::path(MEMPOOL_BENCH_REPORT_SCRIPT).replace_filename(name).string();
   std::vector<char*> argv = {const_cast<char*>("/usr/bin/python3"),
-                             const_cast<char*>(script.c_str()), const_cast<char*>(dir.c_str()),
-                             nullptr};
+                             const_cast<char*>(script.c_str())};
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   std::fflush(nullptr);
   ::execv(argv[0], argv.data());
   std::fprintf(stderr,
                "mempool-bench: cannot run /usr/bin/python3 %s (Debian: python3-matplotlib)\n",
                script.c_str());
   return 1;
+}
+
+int run_report(const std::string& dir) {
+  return exec_report_script("report.py", {dir});
 }
 
 void print_list() {

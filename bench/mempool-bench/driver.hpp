@@ -34,6 +34,8 @@ struct Options {
   std::vector<std::string> run_command;  // run: the command after --
   double timeout = 600;                  // apps and run: seconds per program run
   bool check_output = false;             // run: stdout must match across allocators
+  bool profile = false;                  // run: once, under a heap profiler (profile.cpp)
+  std::size_t profile_rate = 0;          // run --profile: mean bytes between samples (0: default)
   std::string label;
   std::string format = "table";
   std::string out = "bench-results";
@@ -93,10 +95,22 @@ std::string csv_row(const nlohmann::json& r);
 std::string exe_path();
 std::string exe_dir();
 int run_child(const Options& o);
+// Replaces this process with /usr/bin/python3 running one of the report's
+// scripts (report/NAME) on args; 1 (said on stderr) when it cannot.
+int exec_report_script(const std::string& name, const std::vector<std::string>& args);
 int run_report(const std::string& dir);
 void print_list();
 // Runs the plan, writes results.jsonl and results.csv under o.out, prints the
 // table (or CSV or JSON lines). 0, or 1 when a run failed (said on stderr).
 int run_plan_for(const Options& o, const std::vector<Part>& parts);
+
+// --- profile.cpp: run --profile -- CMD
+// What is wrong with the options of --profile, or "".
+std::string profile_options_problem(const Options& o);
+// Runs the command once under the heap profiler of mempool (or of tcmalloc, when
+// --allocators names it), which writes the in-use heap of each of its processes
+// at exit into OUT/profile/; then the table of the top call sites and a flame
+// graph of each (report/heap_profile.py). 0, or 1 (said on stderr).
+int run_profile(const Options& o);
 
 }  // namespace mempool_bench

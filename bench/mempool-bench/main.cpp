@@ -3,7 +3,8 @@
 // APIs in process), interleaved (A B C A B C ...) and repeated, writes every run
 // as a JSON line and a CSV row, and prints the medians. `report DIR` turns saved
 // results into report.md and plots (report/report.py); `run -- CMD ARGS...`
-// measures any program under every allocator. See --help.
+// measures any program under every allocator, and `run --profile -- CMD` draws
+// what it holds at exit by call site (profile.cpp). See --help.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -34,7 +35,8 @@ std::vector<std::string> command_names() {
 }
 
 constexpr const char* kUsage =
-    "usage: mempool-bench <workload>|suite|report DIR|run -- CMD ARGS... [options]; see --help";
+    "usage: mempool-bench <workload>|suite|report DIR|run [--profile] -- CMD ARGS... [options]; "
+    "see --help";
 
 int usage_error(const std::string& what) {
   std::fprintf(stderr, "mempool-bench: %s\n%s\n", what.c_str(), kUsage);
@@ -108,6 +110,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 86400.0));
   app.add_flag("--check-output", o.check_output,
                "run: the command's stdout must be the same under every allocator");
+  app.add_flag("--profile", o.profile,
+               "run: the command once under mempool's heap profiler (or tcmalloc's, with "
+               "--allocators=tcmalloc); what each process holds at exit by call site: a table "
+               "and a flame graph (PNG) in OUT/profile/");
+  app.add_option("--profile-rate", o.profile_rate,
+                 "run --profile: mempool's mean sampling interval in bytes (524288)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
   app.add_option("--label", o.label, "a name for this run, kept in the results");
   app.add_option("--format", o.format, "table, csv or json (stdout)")
       ->check(CLI::IsMember({"table", "csv", "json"}));
@@ -134,6 +143,8 @@ int main(int argc, char** argv) {
     return usage_error(e.what());
   }
   if (const int bad = check_run_command(o); bad != 0) return bad;
+  if (const std::string bad = profile_options_problem(o); !bad.empty()) return usage_error(bad);
+  if (o.profile) return run_profile(o);
   const bool threads_given = !o.threads.empty();
   if (o.threads.empty()) o.threads = {1};
   if (o.child) return run_child(o);

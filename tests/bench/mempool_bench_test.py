@@ -4,6 +4,10 @@
     mempool_bench_test.py MEMPOOL_BENCH args        argument validation, --list, output formats
     mempool_bench_test.py MEMPOOL_BENCH command     run -- CMD: timing any program, and its
                                                     failures (missing, failing, hanging)
+    mempool_bench_test.py MEMPOOL_BENCH profile HEAP_SITES
+                                                    run --profile -- HEAP_SITES: its heap at
+                                                    exit by call site, under tcmalloc's and
+                                                    mempool's heap profilers
     mempool_bench_test.py MEMPOOL_BENCH WORKLOAD    a --quick run of WORKLOAD for every allocator
                                                     present: the JSON and CSV schemas, the
                                                     workload's own invariants, report.md
@@ -63,6 +67,16 @@ class Arguments(unittest.TestCase):
             (["run", "--timeout=0", "--", "true"], "--timeout"),
             (["compare", "--", "ls"], "only run takes a command"),
             (["apps", "--apps=nosuch"], "--apps"),
+            (["compare", "--profile"], "only run takes --profile"),
+            (["run", "--profile-rate=4096", "--", "true"], "--profile-rate needs --profile"),
+            (["run", "--profile", "--profile-rate=0", "--", "true"], "--profile-rate"),
+            (["run", "--profile", "--allocators=glibc", "--", "true"], "mempool or tcmalloc"),
+            (["run", "--profile", "--allocators=mempool,tcmalloc", "--", "true"],
+             "one allocator with a heap profiler"),
+            (["run", "--profile", "--allocators=tcmalloc", "--profile-rate=4096", "--", "true"],
+             "records every allocation"),
+            (["run", "--profile", "--check-output", "--", "true"], "--check-output"),
+            (["run", "--profile"], "command after --"),
         ]
         with tempfile.NamedTemporaryFile(suffix=".txt") as plain:
             os.chmod(plain.name, 0o644)
@@ -412,10 +426,100 @@ class Command(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
 
 
+HEAP_SITES = None  # tests/bench/heap_sites.cpp: what it holds at exit, by site
+MIB = 1 << 20
+
+
+def profile_table(out_dir):
+    """The first table of OUT/profile/profile.md: {site: (bytes text, objects)}."""
+    with open(os.path.join(out_dir, "profile", "profile.md"), encoding="utf-8") as f:
+        rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+                for line in f if line.startswith("| ")]
+    table = {}
+    for row in rows[1:]:
+        if row[0] == "1" and table:
+            break  # the next process's table
+        table[row[1].strip("`")] = (row[3], int(row[5].replace(",", "")))
+    return table
+
+
+def in_mib(text):
+    number, unit = text.split()
+    return float(number) * {"GiB": 1024, "MiB": 1, "KiB": 1 / 1024, "B": 1 / MIB}[unit]
+
+
+class Profile(unittest.TestCase):
+    """run --profile -- CMD: the heap at exit by call site, under a heap profiler."""
+
+    def check_png(self, path):
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_tcmalloc_records_every_allocation(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "profile"))
+            stale = os.path.join(d, "profile", "heap.1.heap")  # an earlier run's
+            with open(stale, "w") as f:
+                f.write("heap profile:    1:  1 [    1:  1] @ heapprofile\n")
+            r = run("run", "--profile", "--allocators=tcmalloc", "--out", d, "--", HEAP_SITES)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertFalse(os.path.exists(stale))
+            # every allocation: the sites' bytes and objects exactly (heap_sites.cpp)
+            table = profile_table(d)
+            self.assertEqual(list(table)[:4], ["big_site", "medium_site", "small_site",
+                                               "std::__new_allocator::allocate"])
+            self.assertEqual(table["big_site"], ("64.0 MiB", 64))
+            self.assertEqual(table["medium_site"], ("16.0 MiB", 256))
+            self.assertEqual(table["small_site"], ("3.81 MiB", 10000))
+            self.assertNotIn("freed_site", table)
+            lines = r.stdout.splitlines()
+            self.assertIn("tcmalloc's heap profiler, which records every allocation", r.stdout)
+            row = next(line for line in lines if line.strip().startswith("1 "))
+            self.assertEqual(row.split(), ["1", "64.0", "MiB", "75.5%", "64", "big_site", "layer"])
+            self.assertTrue(all(len(line) <= 120 for line in lines), r.stdout)
+            profiles = [x for x in os.listdir(os.path.join(d, "profile")) if x.endswith(".heap")]
+            self.assertEqual(len(profiles), 1, profiles)
+            self.check_png(os.path.join(d, "profile", profiles[0][:-len(".heap")] + ".png"))
+
+    def test_mempool_sampled(self):
+        library = os.path.join(os.path.dirname(TOOL), "..", "libmempool-malloc.so")
+        with open(library, "rb") as f:
+            has_profiler = b"MEMPOOL_PROFILE" in f.read()
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--profile", "--profile-rate=4096", "--out", d, "--", HEAP_SITES)
+            if not has_profiler:
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn("wrote no heap profile", r.stderr)
+                self.skipTest("libmempool-malloc.so has no heap profiler yet (MEMPOOL_PROFILE)")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("a sample every 4.00 KiB", r.stdout)
+            # A sample every 4 KiB on average: every block of 64 KiB and more is
+            # in the sample; 400-byte blocks are estimated within a few percent.
+            table = profile_table(d)
+            self.assertEqual(list(table)[:3], ["big_site", "medium_site", "small_site"])
+            self.assertAlmostEqual(in_mib(table["big_site"][0]), 64, delta=64 * 0.02)
+            self.assertAlmostEqual(table["big_site"][1], 64, delta=2)
+            self.assertAlmostEqual(in_mib(table["medium_site"][0]), 16, delta=16 * 0.02)
+            self.assertAlmostEqual(in_mib(table["small_site"][0]), 3.81, delta=3.81 * 0.2)
+            self.assertNotIn("freed_site", table)
+            pngs = [x for x in os.listdir(os.path.join(d, "profile")) if x.endswith(".png")]
+            self.assertTrue(pngs)
+            self.check_png(os.path.join(d, "profile", pngs[0]))
+
+    def test_a_failing_command(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--profile", "--allocators=tcmalloc", "--out", d, "--", "sh", "-c",
+                    "exit 3")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("`sh -c 'exit 3'` under tcmalloc: exit status 3", r.stderr)
+
+
 if __name__ == "__main__":
     TOOL = os.path.abspath(sys.argv[1])
     WORKLOAD = sys.argv[2]
-    selected = {"args": Arguments, "command": Command,
+    if len(sys.argv) > 3:
+        HEAP_SITES = os.path.abspath(sys.argv[3])
+    selected = {"args": Arguments, "command": Command, "profile": Profile,
                 "huge_pages": HugePageAllocators}.get(WORKLOAD, Workload)
     suite = unittest.TestLoader().loadTestsFromTestCase(selected)
     result = unittest.TextTestRunner(verbosity=2).run(suite)

@@ -64,3 +64,21 @@ def md_table(header, rows, text_columns=1):
     lines += ["| " + " | ".join(cell for cell in row) + " |" for row in rows]
     return lines
 
+
+
+def bytes_text(n):
+    """3 significant digits and a binary unit: "64.0 MiB", "3.81 KiB", "400 B"."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{fmt3(n / scale)} {unit}"
+    return f"{n:,.0f} B"
+
+
+def percent_text(share):
+    """A share as a percentage to one decimal: 0.764 -> "76.4%"."""
+    return f"{share * 100:.1f}%"
+
+
+def cut(text, width):
+    """text, or its first width - 1 characters and an ellipsis."""
+    return text if len(text) <= width else text[:max(0, width - 1)] + "…"

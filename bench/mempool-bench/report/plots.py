@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import sys
 
 from results import (ALLOCATOR_ORDER, BASELINE, PERCENTILES, PROGRAM_WORKLOADS, RSS, group_by,
                      latency_medians, median_of, metric, metric_stats, ordered_allocators,
@@ -21,6 +22,14 @@ def import_pyplot():
     except ImportError:
         return None
     return plt
+
+
+def matplotlib_missing(script, what_is_left):
+    """Says on stderr that matplotlib is missing and what the script wrote
+    without it; the script's exit status (1)."""
+    print(f"{script}: matplotlib is missing (Debian: python3-matplotlib), {what_is_left}",
+          file=sys.stderr)
+    return 1
 
 
 MARKERS = "os^vDP<>Xph*"

@@ -39,7 +39,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 from formatting import escape  # noqa: E402
-from plots import import_pyplot, make_plots  # noqa: E402
+from plots import import_pyplot, make_plots, matplotlib_missing  # noqa: E402
 from programs import program_sections  # noqa: E402
 from results import InputError, load_runs, primary_rows  # noqa: E402
 from tables import (extra_table, header_section, latency_tables, main_table,  # noqa: E402
@@ -108,9 +108,7 @@ def main(argv):
     print()
     print("\n".join(stdout_summary(tables)).rstrip())
     if plt is None:
-        print("report.py: matplotlib is missing (Debian: python3-matplotlib), "
-              "report.md has no plots", file=sys.stderr)
-        return 1
+        return matplotlib_missing("report.py", "report.md has no plots")
     return 0
 
 
