@@ -38,8 +38,8 @@ struct HeapOptions {
   std::size_t profile_rate = 0;
   // MEMPOOL_PROFILE: where the profile of what is in use goes at exit (%p: the pid).
   const char* profile_path = nullptr;
-  bool show_stats = false;           // MEMPOOL_SHOW_STATS
-  bool verbose = false;              // MEMPOOL_VERBOSE
+  bool show_stats = false;  // MEMPOOL_SHOW_STATS
+  bool verbose = false;     // MEMPOOL_VERBOSE
 };
 
 // Reads the environment. Allocates nothing (the heap may be malloc itself).

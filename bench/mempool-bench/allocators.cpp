@@ -36,6 +36,15 @@ const std::vector<AllocatorInfo>& all_allocators() {
        "mempool as malloc with MEMPOOL_THP=never (no huge pages)",
        false,
        {"MEMPOOL_THP=never"}},
+      // The heap profiler on at its default rate, no dump: its cost (issue 28).
+      {"mempool-profile",
+       true,
+       {"libmempool-malloc.so"},
+       "(this build)",
+       "mempool as malloc with the heap profiler on (MEMPOOL_PROFILE_RATE=512K): only when "
+       "asked for by --allocators",
+       false,
+       {"MEMPOOL_PROFILE_RATE=524288"}},
       {"mempool-hardened",
        true,
        {"libmempool-malloc-hardened.so"},

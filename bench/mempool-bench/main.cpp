@@ -76,9 +76,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(command_names()));
   app.add_option("dir", o.report_dir, "report: the folder of saved results");
   app.add_option("--allocators", o.allocators,
-                 "comma-separated (default: every one installed but mempool-hardened, jemalloc-thp "
-                 "and mempool-thp-never, which run where a workload asks: bigheap, "
-                 "redis-bigheap)")
+                 "comma-separated (default: every one installed but mempool-hardened, "
+                 "mempool-profile, jemalloc-thp and mempool-thp-never, which run where a "
+                 "workload asks: bigheap, redis-bigheap)")
       ->delimiter(',')
       ->check(CLI::IsMember(allocator_names()));
   app.add_option("--threads", o.threads, "comma-separated thread counts (default 1)")

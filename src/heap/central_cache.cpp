@@ -112,6 +112,11 @@ void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, s
     // A link overwritten with a plausible address of another class's block.
     if (MEMPOOL_UNLIKELY(s == nullptr || s->state != SpanState::kSmall || s->size_class != c))
       heap_free_list_corrupted(b);
+    // free(p + 4096) of a small p lands on a block boundary of the span, which the hit
+    // path accepts; a block past the carved end was never handed out (nor is a block of
+    // a span with none out). Checked here, on the way back, at no cost to free.
+    if (MEMPOOL_UNLIKELY(reinterpret_cast<std::uintptr_t>(b) >= s->carve || s->allocated == 0))
+      heap_misuse(b, "free of a block the heap never handed out");
     if (i + 1 < count) first = heap_checked_next(b, key);
     if (s->allocated == s->capacity) k.nonempty.push_front(s);  // was full
     heap_set_next(b, s->free_blocks, key);

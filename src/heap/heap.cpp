@@ -13,11 +13,11 @@
 #include "central_cache.hpp"
 #include "class_info.hpp"
 #include "heap_internal.hpp"
+#include "heap_profiler.hpp"
 #include "mempool/detail/error.hpp"
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
 #include "metadata.hpp"
-#include "heap_profiler.hpp"
 #include "page_heap.hpp"
 
 namespace mempool::detail {
@@ -350,7 +350,7 @@ void heap_free_sized_checked(void* p, std::size_t n) noexcept {
   if (p == nullptr) return;
   Span* s = heap_block_span(p);
   const std::size_t usable = heap_usable_size(p);
-  const bool wrong = s->size_class != 0          ? heap_class_of(n) != s->size_class
+  const bool wrong = s->size_class != 0           ? heap_class_of(n) != s->size_class
                      : s->profile_site != nullptr ? false  // a sample: any size up to usable
                                                   : n <= kHeapSmallMax;
   if (n > usable || wrong) heap_misuse(p, "sized free with a size that is not the block's");

@@ -30,7 +30,7 @@ void heap_set_direct_map_threshold(std::size_t bytes) noexcept;
 // The statistics table to `out`, or to descriptor `fd` when out is nullptr.
 void print_heap_stats(std::FILE* out, int fd) noexcept;
 std::size_t heap_large_blocks() noexcept;
-void* heap_allocate_slow(std::size_t n) noexcept;  // n > kHeapSmallMax
+void* heap_allocate_slow(std::size_t n) noexcept;                            // n > kHeapSmallMax
 void* heap_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;  // counted
 void* heap_allocate_aligned_uncounted(std::size_t n, std::size_t alignment) noexcept;
 void heap_free_slow(void* p, Span* s) noexcept;  // nullptr, large, foreign or misused

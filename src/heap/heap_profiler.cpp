@@ -68,8 +68,8 @@ struct ProfileSite {
 
 namespace {
 
-constexpr int kMaxDepth = 64;       // frames kept (pprof's and tcmalloc's maximum)
-constexpr int kMaxSkipped = 16;     // allocator frames above them
+constexpr int kMaxDepth = 64;           // frames kept (pprof's and tcmalloc's maximum)
+constexpr int kMaxSkipped = 16;         // allocator frames above them
 constexpr std::size_t kBuckets = 8192;  // 64 KiB of pointers: one metadata block
 constexpr unsigned kCountShift = 16;
 
@@ -154,7 +154,7 @@ void* arena_allocate(std::size_t bytes) noexcept {
 // The site of this stack, added if new; nullptr when out of memory. g_lock held.
 ProfileSite* find_site(void* const* frames, int depth) noexcept {
   if (g_buckets == nullptr) {
-    g_buckets = static_cast<ProfileSite**>(g_metadata.allocate(kBuckets * sizeof(ProfileSite*)));
+    g_buckets = static_cast<ProfileSite**>(g_metadata.allocate(kBuckets * sizeof(void*)));
     if (g_buckets == nullptr) return nullptr;
   }
   const std::uint64_t h = hash_frames(frames, depth);
@@ -164,7 +164,8 @@ ProfileSite* find_site(void* const* frames, int depth) noexcept {
         std::memcmp(s->frames, frames, static_cast<std::size_t>(depth) * sizeof(void*)) == 0)
       return s;
   }
-  void* memory = arena_allocate(sizeof(ProfileSite) + static_cast<std::size_t>(depth) * sizeof(void*));
+  void* memory =
+      arena_allocate(sizeof(ProfileSite) + static_cast<std::size_t>(depth) * sizeof(void*));
   if (memory == nullptr) return nullptr;
   auto* site = new (memory) ProfileSite();
   auto** copy = reinterpret_cast<void**>(site + 1);
@@ -202,7 +203,9 @@ class ProfileWriter {
   void format(const char* f, Args... args) noexcept {
     char line[160];
     const int n = std::snprintf(line, sizeof line, f, args...);
-    if (n > 0) put(line, static_cast<std::size_t>(n) < sizeof line ? static_cast<std::size_t>(n) : sizeof line - 1);
+    if (n <= 0) return;
+    put(line,
+        static_cast<std::size_t>(n) < sizeof line ? static_cast<std::size_t>(n) : sizeof line - 1);
   }
   bool flush() noexcept {
     for (std::size_t done = 0; done < used_;) {
@@ -246,15 +249,18 @@ bool write_profile(int fd) noexcept {
         totals[3] += s->total_bytes.load(std::memory_order_relaxed);
       }
     }
-    out.format("heap profile: %6llu: %8llu [%6llu: %8llu] @ heapprofile\n",
-               static_cast<unsigned long long>(totals[0]), static_cast<unsigned long long>(totals[1]),
-               static_cast<unsigned long long>(totals[2]), static_cast<unsigned long long>(totals[3]));
+    out.format(
+        "heap profile: %6llu: %8llu [%6llu: %8llu] @ heapprofile\n",
+        static_cast<unsigned long long>(totals[0]), static_cast<unsigned long long>(totals[1]),
+        static_cast<unsigned long long>(totals[2]), static_cast<unsigned long long>(totals[3]));
     for (std::size_t b = 0; g_buckets != nullptr && b < kBuckets; ++b) {
       for (const ProfileSite* s = g_buckets[b]; s != nullptr; s = s->next) {
         out.format("%6llu: %8llu [%6llu: %8llu] @",
-                   static_cast<unsigned long long>(blocks_of(s->live_count.load(std::memory_order_relaxed))),
+                   static_cast<unsigned long long>(
+                       blocks_of(s->live_count.load(std::memory_order_relaxed))),
                    static_cast<unsigned long long>(s->live_bytes.load(std::memory_order_relaxed)),
-                   static_cast<unsigned long long>(blocks_of(s->total_count.load(std::memory_order_relaxed))),
+                   static_cast<unsigned long long>(
+                       blocks_of(s->total_count.load(std::memory_order_relaxed))),
                    static_cast<unsigned long long>(s->total_bytes.load(std::memory_order_relaxed)));
         // Return addresses; pprof takes 1 from all but the first, which it takes for
         // the program counter of a sample (a CPU profile's): the call is 1 byte back.
@@ -300,7 +306,9 @@ void dump_at_exit() noexcept {
   char path[PATH_MAX];
   expand_path(path);
   if (!profile_dump(path)) {
-    write_stderr_line("heap profile: cannot write ", path, ": ", std::strerror(errno));
+    // strerror at exit, on one thread's failure: its static buffer is not shared then.
+    write_stderr_line("heap profile: cannot write ", path, ": ",
+                      std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
   }
 }
 
@@ -341,8 +349,8 @@ void heap_profiler_unlock() noexcept {
   g_lock.unlock();
 }
 
-MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(std::size_t n,
-                                                                      std::size_t alignment) noexcept {
+MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(
+    std::size_t n, std::size_t alignment) noexcept {
   heap_ensure_ready();  // the options, when this is the process's first allocation
   ThreadCache& cache = tls_thread_cache;
   ProfilerThread& t = tls_profiler;
@@ -365,7 +373,8 @@ MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(std::size_
     Span* s = g_page_map.lookup(p);
     s->requested = n;
     std::lock_guard<Lock> lock(g_lock);
-    if (ProfileSite* site = find_site(frames + skip, depth - skip < kMaxDepth ? depth - skip : kMaxDepth)) {
+    if (ProfileSite* site =
+            find_site(frames + skip, depth - skip < kMaxDepth ? depth - skip : kMaxDepth)) {
       const Weight w = weight_of(n);
       site->live_count.fetch_add(w.count, std::memory_order_relaxed);
       site->live_bytes.fetch_add(w.bytes, std::memory_order_relaxed);

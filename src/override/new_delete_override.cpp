@@ -23,7 +23,8 @@ MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* new_slow(std::size_t n, std::siz
   }
 }
 
-MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* new_nothrow_slow(std::size_t n, std::size_t alignment) noexcept {
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* new_nothrow_slow(std::size_t n,
+                                                                 std::size_t alignment) noexcept {
   try {
     return new_slow(n, alignment);
   } catch (...) {
@@ -56,7 +57,8 @@ MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n) {
 MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
   return new_default_nothrow(n);
 }
-MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n,
+                                              const std::nothrow_t& /*tag*/) noexcept {
   return new_default_nothrow(n);
 }
 MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n, std::align_val_t alignment) {
@@ -66,11 +68,11 @@ MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n, std::align_val_t al
   return new_slow(n, as_size(alignment));
 }
 MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n, std::align_val_t alignment,
-                   const std::nothrow_t& /*tag*/) noexcept {
+                                            const std::nothrow_t& /*tag*/) noexcept {
   return new_nothrow_slow(n, as_size(alignment));
 }
 MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n, std::align_val_t alignment,
-                     const std::nothrow_t& /*tag*/) noexcept {
+                                              const std::nothrow_t& /*tag*/) noexcept {
   return new_nothrow_slow(n, as_size(alignment));
 }
 

@@ -93,7 +93,8 @@ Profile read_profile(const std::string& path) {
     fields >> first;
     // The first frame is the call's address (the return address less 1).
     Dl_info info{};
-    void* pc = reinterpret_cast<void*>(std::stoull(first, nullptr, 16));
+    void* pc = reinterpret_cast<void*>(  // NOLINT(performance-no-int-to-ptr): an address read
+        std::stoull(first, nullptr, 16));
     if (::dladdr(pc, &info) != 0 && info.dli_sname != nullptr) s.function = info.dli_sname;
     p.sites.push_back(s);
   }
@@ -146,7 +147,7 @@ constexpr double kTolerance = 0.10;
   for (void* p : freed)
     mempool::deallocate(p, 64);
   const std::string path = profile_path("estimates");
-  CHILD_CHECK(mempool::profile_dump(path.c_str()), "profile_dump: %s", std::strerror(errno));
+  CHILD_CHECK(mempool::profile_dump(path.c_str()), "profile_dump: errno %d", errno);
   const Profile p = read_profile(path);
   ::unlink(path.c_str());
   CHILD_CHECK(p.ok && p.has_maps, "the profile does not parse");
@@ -188,7 +189,7 @@ TEST(HeapProfiler, EstimatesTheBytesInUseBySite) {
 // must still behave as the block the program asked for.
 [[noreturn]] void every_block_child() {
   ::setenv("MEMPOOL_PROFILE_RATE", "1", 1);  // NOLINT(concurrency-mt-unsafe): one thread
-  void* warm = mp_malloc(100);  // the heap starts, options read
+  void* warm = mp_malloc(100);               // the heap starts, options read
   mp_free(warm);
   void* p = mp_malloc(100);
   CHILD_CHECK(reinterpret_cast<std::uintptr_t>(p) % 8192 == 0, "%p is not a sample's own page", p);
@@ -199,9 +200,11 @@ TEST(HeapProfiler, EstimatesTheBytesInUseBySite) {
   mempool_test::fill_pattern(p, 100, 1);
   // realloc keeps the bytes, to a small and to a large size.
   p = mp_realloc(p, 40);
-  CHILD_CHECK(mempool_test::first_mismatch(p, 40, 1) == mempool_test::kNoMismatch, "realloc to 40 lost bytes");
+  CHILD_CHECK(mempool_test::first_mismatch(p, 40, 1) == mempool_test::kNoMismatch,
+              "realloc to 40 lost bytes");
   p = mp_realloc(p, 300000);
-  CHILD_CHECK(mempool_test::first_mismatch(p, 40, 1) == mempool_test::kNoMismatch, "realloc to 300000 lost bytes");
+  CHILD_CHECK(mempool_test::first_mismatch(p, 40, 1) == mempool_test::kNoMismatch,
+              "realloc to 300000 lost bytes");
   mp_free(p);
   auto* z = static_cast<unsigned char*>(mp_calloc(1000, 1));
   for (int i = 0; i < 1000; ++i)
@@ -219,13 +222,14 @@ TEST(HeapProfiler, EstimatesTheBytesInUseBySite) {
       mempool_test::fill_pattern(blocks.back(), 64, static_cast<std::uint64_t>(i));
     }
     for (std::size_t i = 0; i < blocks.size(); ++i) {
-      CHILD_CHECK(mempool_test::first_mismatch(blocks[i], 64, i) == mempool_test::kNoMismatch, "block %zu changed", i);
+      CHILD_CHECK(mempool_test::first_mismatch(blocks[i], 64, i) == mempool_test::kNoMismatch,
+                  "block %zu changed", i);
       mempool::deallocate(blocks[i], 64);
     }
     blocks.clear();
   }
   const std::string path = profile_path("every");
-  CHILD_CHECK(mempool::profile_dump(path.c_str()), "profile_dump: %s", std::strerror(errno));
+  CHILD_CHECK(mempool::profile_dump(path.c_str()), "profile_dump: errno %d", errno);
   const Profile prof = read_profile(path);
   ::unlink(path.c_str());
   // Nothing is in use but the vector's own buffer, which is not the heap's.
@@ -244,23 +248,25 @@ TEST(HeapProfiler, SampledBlocksBehaveAsAnyBlock) {
 // churn; a fork whose child profiles itself into its own file (%p).
 [[noreturn]] void threads_and_fork_child() {
   const std::string pattern = profile_path("fork") + "_%p";
-  ::setenv("MEMPOOL_PROFILE_RATE", kTestRate, 1);  // NOLINT(concurrency-mt-unsafe): one thread
+  ::setenv("MEMPOOL_PROFILE_RATE", kTestRate, 1);   // NOLINT(concurrency-mt-unsafe): one thread
   ::setenv("MEMPOOL_PROFILE", pattern.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
   constexpr int kThreads = 8;
   constexpr std::size_t kPerThread = 8 * kMiB;
   std::vector<std::vector<void*>> kept(kThreads);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&kept, t] { profiled_in_thread(kept[t], kPerThread); });
   for (std::thread& t : threads)
     t.join();
   threads.clear();
   // New threads free half of the blocks that threads now gone allocated.
-  for (int t = 0; t < kThreads; t += 2)
+  for (int t = 0; t < kThreads; t += 2) {
     threads.emplace_back([&kept, t] {
       for (void* p : kept[(t + 1) % kThreads])
         mp_free(p);
     });
+  }
   for (std::thread& t : threads)
     t.join();
 
@@ -268,12 +274,12 @@ TEST(HeapProfiler, SampledBlocksBehaveAsAnyBlock) {
   if (child == 0) {
     std::vector<void*> mine;
     profiled_in_child(mine, 32 * kMiB);
-    std::exit(0);  // the exit dump: MEMPOOL_PROFILE with the child's pid
+    std::exit(0);  // NOLINT(concurrency-mt-unsafe): the exit dump, MEMPOOL_PROFILE with its pid
   }
   int status = 0;
-  CHILD_CHECK(::waitpid(child, &status, 0) == child && WIFEXITED(status) &&
-                  WEXITSTATUS(status) == 0,
-              "the forked child failed: status %d", status);
+  CHILD_CHECK(
+      ::waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+      "the forked child failed: status %d", status);
   const std::string child_path = profile_path("fork") + "_" + std::to_string(child);
   const Profile c = read_profile(child_path);
   ::unlink(child_path.c_str());
@@ -282,10 +288,11 @@ TEST(HeapProfiler, SampledBlocksBehaveAsAnyBlock) {
   CHILD_CHECK(relative_error(in_child.live_bytes, 32 * kMiB) <= kTolerance,
               "child: %llu bytes in use estimated, 32 MiB true", in_child.live_bytes);
   const std::string path = profile_path("threads");
-  CHILD_CHECK(mempool::profile_dump(path.c_str()), "profile_dump: %s", std::strerror(errno));
+  CHILD_CHECK(mempool::profile_dump(path.c_str()), "profile_dump: errno %d", errno);
   const Profile p = read_profile(path);
   ::unlink(path.c_str());
-  CHILD_CHECK(site_named(p, "profiled_in_child").total_bytes == 0, "the child's site in the parent");
+  CHILD_CHECK(site_named(p, "profiled_in_child").total_bytes == 0,
+              "the child's site in the parent");
   const SiteLine in_threads = site_named(p, "profiled_in_thread");
   CHILD_CHECK(relative_error(in_threads.total_bytes, kThreads * kPerThread) <= kTolerance,
               "threads: %llu bytes allocated estimated, 64 MiB true", in_threads.total_bytes);
@@ -299,6 +306,7 @@ TEST(HeapProfiler, ThreadsCrossThreadFreesAndFork) {
 }
 
 TEST(HeapProfiler, DumpFailsWhenOff) {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): no thread sets the environment
   if (std::getenv("MEMPOOL_PROFILE") != nullptr || std::getenv("MEMPOOL_PROFILE_RATE") != nullptr)
     GTEST_SKIP() << "the profiler is on in this environment";
   errno = 0;
