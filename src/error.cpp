@@ -31,6 +31,11 @@ void append_hex(char* buf, std::size_t cap, std::size_t* pos, std::uintptr_t v) 
 }  // namespace
 
 void fatal_misuse(const char* allocator, const void* ptr, const char* problem) noexcept {
+  report_misuse(allocator, ptr, problem);
+  std::abort();
+}
+
+void report_misuse(const char* allocator, const void* ptr, const char* problem) noexcept {
   char line[256];
   std::size_t pos = 0;
   append(line, sizeof line, &pos, "mempool: ");
@@ -40,9 +45,8 @@ void fatal_misuse(const char* allocator, const void* ptr, const char* problem) n
   append(line, sizeof line, &pos, " (pointer ");
   append_hex(line, sizeof line, &pos, reinterpret_cast<std::uintptr_t>(ptr));
   append(line, sizeof line, &pos, ")\n");
-  // A short write to a broken stderr is not worth handling: we abort either way.
+  // A short write to a broken stderr is not worth handling: the caller aborts.
   [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, pos);
-  std::abort();
 }
 
 std::string argument_message(const char* allocator, const char* what) {

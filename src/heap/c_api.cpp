@@ -55,7 +55,7 @@ MEMPOOL_ALLOCATION_ENTRY void* mp_malloc(size_t size) noexcept {
   return malloc_miss(size);
 }
 
-void mp_free(void* p) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void mp_free(void* p) noexcept {
   heap_free(p);
 }
 

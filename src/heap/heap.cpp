@@ -213,7 +213,9 @@ void describe_pointer(const void* p) noexcept {
 
 void heap_misuse(const void* p, const char* problem) noexcept {
   if (g_verbose) describe_pointer(p);
-  fatal_misuse("heap", p, problem);
+  report_misuse("heap", p, problem);
+  heap_profile_explain(p);  // where a profiled block was allocated (and first freed)
+  std::abort();
 }
 
 void heap_free_list_corrupted(const void* b) noexcept {
@@ -315,7 +317,7 @@ extern "C" bool mempool_free_foreign(void* p) noexcept __attribute__((weak));
 
 namespace mempool::detail {
 
-void heap_free_slow(void* p, Span* s) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void heap_free_slow(void* p, Span* s) noexcept {
   if (p == nullptr) return;
   if (s == nullptr) {
     if (mempool_free_foreign != nullptr && mempool_free_foreign(p)) return;
@@ -454,11 +456,11 @@ MEMPOOL_ALLOCATION_ENTRY void* allocate(std::size_t n, std::align_val_t alignmen
   return p;
 }
 
-void deallocate(void* p) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void deallocate(void* p) noexcept {
   detail::heap_free(p);
 }
 
-void detail::heap_deallocate_sized(void* p, std::size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void detail::heap_deallocate_sized(void* p, std::size_t n) noexcept {
   detail::heap_free_sized(p, n);
 }
 

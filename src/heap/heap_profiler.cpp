@@ -23,6 +23,7 @@
 // busy: what the unwinder allocates (its first call loads libgcc_s) is served without a
 // sample, so the profiler never recurses; a signal handler that allocates on that thread
 // does too. The lock of the site table is held across fork().
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -80,6 +81,20 @@ constinit Lock g_lock;                 // the table and its arena
 constinit ProfileSite** g_buckets = nullptr;
 constinit char* g_arena_next = nullptr;
 constinit char* g_arena_end = nullptr;
+
+// The samples freed last, for a misuse report on one of them (a double free): where it
+// was allocated and where it was first freed. A ring written by any thread; read only
+// by a report, as the process stops.
+constexpr int kFreedFrames = 16;
+constexpr std::size_t kFreedRing = 256;
+struct FreedSample {
+  std::atomic<std::uintptr_t> start{0};
+  const ProfileSite* site = nullptr;
+  void* frames[kFreedFrames] = {};
+  int depth = 0;
+};
+constinit FreedSample g_freed[kFreedRing];
+constinit std::atomic<std::size_t> g_freed_next{0};
 
 struct ProfilerThread {
   std::uint64_t random = 0;  // xorshift64* state, 0 until first used
@@ -387,11 +402,80 @@ MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(
   return p;
 }
 
-void heap_profile_on_free(Span* s) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void heap_profile_on_free(Span* s) noexcept {
+  ProfilerThread& t = tls_profiler;
+  if (!t.busy) {
+    t.busy = true;
+    FreedSample& f = g_freed[g_freed_next.fetch_add(1, std::memory_order_relaxed) % kFreedRing];
+    f.start.store(0, std::memory_order_relaxed);
+    void* frames[kFreedFrames + kMaxSkipped];
+    const int depth = backtrace(frames, kFreedFrames + kMaxSkipped);
+    int skip = 0;
+    while (skip < depth && in_allocator(frames[skip]))
+      ++skip;
+    f.depth = depth - skip < kFreedFrames ? depth - skip : kFreedFrames;
+    std::memcpy(f.frames, frames + skip, static_cast<std::size_t>(f.depth) * sizeof(void*));
+    f.site = s->profile_site;
+    f.start.store(s->start, std::memory_order_release);
+    t.busy = false;
+  }
   const Weight w = weight_of(s->requested);
   s->profile_site->live_count.fetch_sub(w.count, std::memory_order_relaxed);
   s->profile_site->live_bytes.fetch_sub(w.bytes, std::memory_order_relaxed);
   s->profile_site = nullptr;
+}
+
+namespace {
+
+// "    #0 0x55d0c1a2b3c4 function+0x1f (/path/to/object)", with what dladdr knows.
+void write_frames(const char* title, void* const* frames, std::uint32_t depth) noexcept {
+  ProfileWriter out(STDERR_FILENO);
+  out.put("mempool: heap: ");
+  out.put(title);
+  out.put("\n");
+  for (std::uint32_t i = 0; i < depth; ++i) {
+    const auto pc = reinterpret_cast<std::uintptr_t>(frames[i]) - 1;  // the call
+    Dl_info info{};
+    out.format("    #%u %#lx", i, pc);
+    if (::dladdr(address_as(pc), &info) != 0) {
+      if (info.dli_sname != nullptr) {
+        out.put(" ");
+        out.put(info.dli_sname);
+        out.format("+%#lx", pc - reinterpret_cast<std::uintptr_t>(info.dli_saddr));
+      }
+      if (info.dli_fname != nullptr) {
+        out.put(" (");
+        out.put(info.dli_fname);
+        out.put(")");
+      }
+    }
+    out.put("\n");
+  }
+  out.flush();
+}
+
+}  // namespace
+
+void heap_profile_explain(const void* p) noexcept {
+  if (g_rate == 0) return;
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  const Span* s = g_page_map.lookup(p);
+  // p in a sampled block in use (its start, or inside it: an interior pointer).
+  if (s != nullptr && s->profile_site != nullptr &&
+      (s->state == SpanState::kLarge || s->state == SpanState::kDirect)) {
+    write_frames("the block was allocated at:", s->profile_site->frames, s->profile_site->depth);
+    return;
+  }
+  // The newest freed sample at this address.
+  const std::size_t next = g_freed_next.load(std::memory_order_relaxed);
+  for (std::size_t i = 1; i <= kFreedRing && i <= next; ++i) {
+    const FreedSample& f = g_freed[(next - i) % kFreedRing];
+    if (f.start.load(std::memory_order_acquire) != address) continue;
+    if (f.site != nullptr)
+      write_frames("the block was allocated at:", f.site->frames, f.site->depth);
+    write_frames("and first freed at:", f.frames, static_cast<std::uint32_t>(f.depth));
+    return;
+  }
 }
 
 std::size_t heap_sampled_usable_size(const Span* s) noexcept {

@@ -23,5 +23,8 @@ void heap_profiler_unlock() noexcept;
 // not been sampled, so that programs counting malloc_usable_size see no difference),
 // the span's bytes for a large one.
 std::size_t heap_sampled_usable_size(const Span* s) noexcept;
+// After a misuse report on p: the stack that allocated p, if p is a sampled block in
+// use, or was one freed recently (then the stack that freed it too), on stderr.
+void heap_profile_explain(const void* p) noexcept;
 
 }  // namespace mempool::detail

@@ -93,7 +93,7 @@ MEMPOOL_ALLOCATION_ENTRY void* malloc(size_t n) noexcept {
   return mp_malloc(n);
 }
 
-void free(void* p) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void free(void* p) noexcept {
   heap_free(p);
 }
 

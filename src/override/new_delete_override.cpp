@@ -76,44 +76,46 @@ MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n, std::align_val_t al
   return new_nothrow_slow(n, as_size(alignment));
 }
 
-void operator delete(void* p) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p) noexcept {
   heap_free(p);
 }
-void operator delete[](void* p) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p) noexcept {
   heap_free(p);
 }
-void operator delete(void* p, const std::nothrow_t& /*tag*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p, const std::nothrow_t& /*tag*/) noexcept {
   heap_free(p);
 }
-void operator delete[](void* p, const std::nothrow_t& /*tag*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p, const std::nothrow_t& /*tag*/) noexcept {
   heap_free(p);
 }
 // Sized: the size names the class, so the page map is not read (checked builds
 // verify it).
-void operator delete(void* p, std::size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p, std::size_t n) noexcept {
   heap_free_sized(p, n);
 }
-void operator delete[](void* p, std::size_t n) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p, std::size_t n) noexcept {
   heap_free_sized(p, n);
 }
 // Aligned blocks may sit in a larger class than their size names: look them up.
-void operator delete(void* p, std::align_val_t /*alignment*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p, std::align_val_t /*alignment*/) noexcept {
   heap_free(p);
 }
-void operator delete[](void* p, std::align_val_t /*alignment*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p, std::align_val_t /*alignment*/) noexcept {
   heap_free(p);
 }
-void operator delete(void* p, std::size_t n, std::align_val_t alignment) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p, std::size_t n,
+                                              std::align_val_t alignment) noexcept {
   mempool::deallocate(p, n, alignment);
 }
-void operator delete[](void* p, std::size_t n, std::align_val_t alignment) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p, std::size_t n,
+                                                std::align_val_t alignment) noexcept {
   mempool::deallocate(p, n, alignment);
 }
-void operator delete(void* p, std::align_val_t /*alignment*/,
-                     const std::nothrow_t& /*tag*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p, std::align_val_t /*alignment*/,
+                                              const std::nothrow_t& /*tag*/) noexcept {
   heap_free(p);
 }
-void operator delete[](void* p, std::align_val_t /*alignment*/,
-                       const std::nothrow_t& /*tag*/) noexcept {
+MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p, std::align_val_t /*alignment*/,
+                                                const std::nothrow_t& /*tag*/) noexcept {
   heap_free(p);
 }

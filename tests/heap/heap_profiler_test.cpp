@@ -44,6 +44,15 @@ __attribute__((noipa)) void profiled_in_child(std::vector<void*>& out, std::size
   for (std::size_t i = 0; i < bytes / 256; ++i)
     out.push_back(mp_malloc(256));
 }
+// Not a tail call, so that the function is on the stack during the free.
+__attribute__((noipa)) void profiled_free(void* p) {
+  mp_free(p);
+  asm volatile("" ::: "memory");
+}
+__attribute__((noipa)) void profiled_free_again(void* p) {
+  mp_free(p);
+  asm volatile("" ::: "memory");
+}
 __attribute__((noipa)) void profiled_in_thread(std::vector<void*>& out, std::size_t bytes) {
   for (std::size_t i = 0; i < bytes / 128; ++i)
     out.push_back(mp_malloc(128));
@@ -342,6 +351,33 @@ TEST(HeapProfiler, PprofNamesTheLargestSiteFirst) {
   const std::size_t first = text.find('\n', total) + 1;
   const std::string top = text.substr(first, text.find('\n', first) - first);
   EXPECT_NE(top.find("profiled_large_blocks"), std::string::npos) << text;
+}
+
+// A misused sampled block: the one-line report, then the stacks that allocated it and
+// (a double free) first freed it, named. Every block sampled here (a rate of 1).
+TEST(HeapProfilerDeathTest, MisuseReportsSayWhere) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        ::setenv("MEMPOOL_PROFILE_RATE", "1", 1);  // NOLINT(concurrency-mt-unsafe)
+        std::vector<void*> blocks;
+        profiled_small_blocks(blocks, 64);
+        profiled_free(blocks[0]);
+        profiled_free_again(blocks[0]);
+      },
+      "mempool: heap: [^\n]*double free[^\n]*\n"
+      "mempool: heap: the block was allocated at:\n    #0 [^\n]*profiled_small_blocks[^\n]*\n"
+      "(.*\n)*mempool: heap: and first freed at:\n    #0 [^\n]*profiled_free\\+");
+  // A block in use: its allocation stack (an interior pointer's free).
+  EXPECT_DEATH(
+      {
+        ::setenv("MEMPOOL_PROFILE_RATE", "1", 1);  // NOLINT(concurrency-mt-unsafe)
+        std::vector<void*> blocks;
+        profiled_large_blocks(blocks, kMiB);
+        mp_free(static_cast<char*>(blocks[0]) + 64);
+      },
+      "middle of a block[^\n]*\n"
+      "mempool: heap: the block was allocated at:\n    #0 [^\n]*profiled_large_blocks");
 }
 
 TEST(HeapProfiler, DumpFailsWhenOff) {

@@ -13,6 +13,10 @@ namespace mempool::detail {
 [[noreturn]] __attribute__((cold)) MEMPOOL_API void fatal_misuse(const char* allocator,
                                                                  const void* ptr,
                                                                  const char* problem) noexcept;
+// The line alone, for a caller that adds details before it aborts (the heap: the
+// stacks of a profiled block).
+__attribute__((cold)) MEMPOOL_API void report_misuse(const char* allocator, const void* ptr,
+                                                     const char* problem) noexcept;
 
 // Messages for std::invalid_argument / std::length_error thrown by constructors:
 // "mempool::BitmapPool: capacity must be greater than 0".

@@ -23,10 +23,10 @@
 // after start-up takes its block from glibc's surplus static TLS
 // (docs/architecture.md, "Packaging"). The test tls_model checks the libraries.
 #define MEMPOOL_TLS_MODEL __attribute__((tls_model("initial-exec")))
-// The functions between a program's call to malloc (or new, or mp_malloc) and the heap
-// profiler's stack capture: the linker gathers them into one section, and the profiler
-// drops the frames inside it, so that a sample's stack starts at the program's caller
-// (gperftools marks its entry points with a section of its own for the same reason).
+// The functions between a program's call to malloc or free (or new, delete, mp_malloc)
+// and the heap profiler's stack capture: the linker gathers them into one section, and
+// the profiler drops the frames inside it, so that a stack starts at the program's
+// caller (gperftools marks its entry points with a section of its own for the same reason).
 #define MEMPOOL_ALLOCATION_ENTRY __attribute__((section("mempool_allocation_entry")))
 
 #if defined(MEMPOOL_CHECKED) && MEMPOOL_CHECKED
