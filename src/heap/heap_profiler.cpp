@@ -88,6 +88,7 @@ constinit char* g_arena_end = nullptr;
 constexpr int kFreedFrames = 16;
 constexpr std::size_t kFreedRing = 256;
 struct FreedSample {
+  std::atomic<bool> writing{false};  // a slot another thread is writing is passed over
   std::atomic<std::uintptr_t> start{0};
   const ProfileSite* site = nullptr;
   void* frames[kFreedFrames] = {};
@@ -140,6 +141,19 @@ Weight weight_of(std::size_t n) noexcept {
 bool in_allocator(const void* pc) noexcept {
   const auto* p = static_cast<const char*>(pc);
   return p >= __start_mempool_allocation_entry && p < __stop_mempool_allocation_entry;
+}
+
+// The frames of a stack to drop: up to the end of the first run of the allocator's own,
+// which may come after a frame or two of backtrace()'s (a sanitizer intercepts it).
+int allocator_frames(void* const* frames, int depth) noexcept {
+  constexpr int kMostBefore = 4;
+  int i = 0;
+  while (i < depth && i < kMostBefore && !in_allocator(frames[i]))
+    ++i;
+  if (i == depth || !in_allocator(frames[i])) return 0;
+  while (i < depth && in_allocator(frames[i]))
+    ++i;
+  return i;
 }
 
 std::uint64_t hash_frames(void* const* frames, int depth) noexcept {
@@ -378,9 +392,7 @@ MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(
   t.busy = true;
   void* frames[kMaxDepth + kMaxSkipped];
   const int depth = backtrace(frames, kMaxDepth + kMaxSkipped);
-  int skip = 0;
-  while (skip < depth && in_allocator(frames[skip]))
-    ++skip;
+  const int skip = allocator_frames(frames, depth);
   const std::size_t bytes = n == 0 ? 1 : n;
   void* p = kHardened ? hardened_allocate_large_block(bytes, alignment)
                       : heap_allocate_large(bytes, alignment);
@@ -407,16 +419,17 @@ MEMPOOL_ALLOCATION_ENTRY void heap_profile_on_free(Span* s) noexcept {
   if (!t.busy) {
     t.busy = true;
     FreedSample& f = g_freed[g_freed_next.fetch_add(1, std::memory_order_relaxed) % kFreedRing];
-    f.start.store(0, std::memory_order_relaxed);
-    void* frames[kFreedFrames + kMaxSkipped];
-    const int depth = backtrace(frames, kFreedFrames + kMaxSkipped);
-    int skip = 0;
-    while (skip < depth && in_allocator(frames[skip]))
-      ++skip;
-    f.depth = depth - skip < kFreedFrames ? depth - skip : kFreedFrames;
-    std::memcpy(f.frames, frames + skip, static_cast<std::size_t>(f.depth) * sizeof(void*));
-    f.site = s->profile_site;
-    f.start.store(s->start, std::memory_order_release);
+    if (!f.writing.exchange(true, std::memory_order_acquire)) {
+      f.start.store(0, std::memory_order_relaxed);
+      void* frames[kFreedFrames + kMaxSkipped];
+      const int depth = backtrace(frames, kFreedFrames + kMaxSkipped);
+      const int skip = allocator_frames(frames, depth);
+      f.depth = depth - skip < kFreedFrames ? depth - skip : kFreedFrames;
+      std::memcpy(f.frames, frames + skip, static_cast<std::size_t>(f.depth) * sizeof(void*));
+      f.site = s->profile_site;
+      f.start.store(s->start, std::memory_order_release);
+      f.writing.store(false, std::memory_order_release);
+    }
     t.busy = false;
   }
   const Weight w = weight_of(s->requested);
