@@ -139,7 +139,8 @@ struct HeapStats {
                                             // and direct mappings
   std::size_t bytes_in_thread_caches = 0;   // free blocks held by thread caches
   std::size_t bytes_in_central_cache = 0;   // free blocks held by the central cache and its spans
-  std::size_t bytes_free_in_page_heap = 0;  // free pages still resident, cached mappings included
+  std::size_t bytes_free_in_page_heap = 0;  // free pages still resident, cached mappings (and
+                                            // the hardened heap's cached large blocks) included
   std::size_t bytes_returned_to_os = 0;     // free pages given back (madvise) or never touched
   std::size_t bytes_span_tails = 0;         // ends of small spans too short for a block
   std::size_t bytes_mapped = 0;             // everything mapped from the OS, heap metadata aside

@@ -568,6 +568,11 @@ void hardened_collect() noexcept {
   }
 }
 
+HardenedCached hardened_cached() noexcept {
+  std::lock_guard<Lock> lock(g_guarded.lock);
+  return {g_guarded.count, g_guarded.bytes};
+}
+
 void hardened_lock() noexcept {
   g_guarded.lock.lock();
 }

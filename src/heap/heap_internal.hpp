@@ -94,6 +94,13 @@ void* hardened_realloc(void* p, std::size_t n) noexcept;
 bool hardened_release_large(void* p, Span* s) noexcept;
 // Frees the large blocks kept for reuse (collect()); the lock of that cache (fork).
 void hardened_collect() noexcept;
+// The large blocks kept for reuse now, and their bytes: freed, though their spans are
+// still lent out by the page heap (stats() counts them free, not in use).
+struct HardenedCached {
+  std::size_t blocks = 0;
+  std::size_t bytes = 0;
+};
+HardenedCached hardened_cached() noexcept;
 void hardened_lock() noexcept;
 void hardened_unlock() noexcept;
 // A fresh span of class c (central cache lock held): guarded or not (1 in `sample`

@@ -1,6 +1,7 @@
 // mempool::stats() and mp_stats_print: a snapshot of every tier.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 
@@ -80,6 +81,14 @@ HeapStats stats() noexcept {
   st.bytes_huge_advised = ph.bytes_huge_advised;
   st.bytes_free_partial_huge = ph.bytes_free_partial_huge;
   st.huge_pages_broken = ph.huge_pages_broken;
+  // The hardened heap's freed large blocks, kept with their guard pages for reuse: the
+  // page heap still lends their spans out, but the program holds none of them.
+  if constexpr (kHardened) {
+    const HardenedCached kept = hardened_cached();
+    st.bytes_in_use -= std::min(st.bytes_in_use, kept.bytes);
+    st.bytes_free_in_page_heap += kept.bytes;
+    st.large_blocks_in_use -= std::min(st.large_blocks_in_use, kept.blocks);
+  }
   return st;
 }
 

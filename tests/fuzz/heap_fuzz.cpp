@@ -1,4 +1,5 @@
-// libFuzzer target for the general heap (mempool/heap.hpp, mempool/mempool.h).
+// libFuzzer target for the general heap (mempool/heap.hpp, mempool/mempool.h), and
+// heap_hardened_fuzz: the same against the hardened heap, every span guarded.
 //
 // A random walk over a model of live blocks (address, size, asked alignment,
 // pattern seed; pool_model.hpp's Input and checks). Blocks here run to megabytes,
@@ -11,14 +12,14 @@
 // out:
 //
 //   op (byte >> 5)  arg = byte & 31
-//   0  allocate(n): allocate, try_allocate, mp_malloc (arg % 3)   n: decode_size
+//   0  allocate(n): allocate, try_allocate, mp_malloc (arg % 3)   n: decode_heap_size
 //   1  aligned allocate(n, 2^(arg % 21)): allocate, try_allocate, mp_aligned_alloc,
 //      mp_posix_memalign (the next byte % 4)
 //   2  free the i-th live block (i from arg and the next byte): deallocate(p),
 //      deallocate(p, n) (with the alignment when it had one), mp_free (arg % 3)
 //   3  realloc the i-th live block to n (i from arg and the next byte); with none
 //      live, or arg == 31, mp_realloc(NULL, n); n == 0 frees it
-//   4  mp_calloc(count, size): count from arg, size from decode_size, or an
+//   4  mp_calloc(count, size): count from arg, size from decode_heap_size, or an
 //      overflowing pair (arg == 31)
 //   5  arg & 16: allocate (arg & 15) + 1 blocks of one size n; else free (arg & 7) + 1
 //      blocks, the most recent (arg & 8) or the first ones
@@ -43,19 +44,16 @@
 #include <new>
 #include <vector>
 
+#include "heap_ops.hpp"
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
 #include "pool_model.hpp"
 
 namespace {
 
+using mempool_fuzz::decode_heap_size;
+using mempool_fuzz::HeapBlock;
 using mempool_fuzz::Input;
-
-#if defined(__clang__)
-#define MEMPOOL_FUZZ_NO_TRACE __attribute__((no_sanitize("coverage")))
-#else
-#define MEMPOOL_FUZZ_NO_TRACE
-#endif
 
 std::uint64_t pattern_word(std::uint64_t seed, std::size_t i) noexcept {
   std::uint64_t x = seed * 0xD1B54A32D192ED03ull + i * 0x9E3779B97F4A7C15ull + 1;
@@ -105,26 +103,12 @@ MEMPOOL_FUZZ_NO_TRACE bool holds(const unsigned char* p, std::size_t n, std::uin
   return ok;
 }
 
-MEMPOOL_FUZZ_NO_TRACE bool all_zero(const unsigned char* p, std::size_t n) noexcept {
-  unsigned char acc = 0;
-  for (std::size_t k = 0; k < n; ++k)
-    acc |= p[k];
-  return acc == 0;
-}
-
 // The live blocks: each filled with its own pattern over the bytes asked for,
 // and disjoint from every other over its usable size.
 class Model {
  public:
-  struct Block {
-    unsigned char* p;
-    std::size_t size;
-    std::size_t alignment;  // asked for; 0 for none
-    std::uint64_t seed;
-  };
-
   [[nodiscard]] std::size_t live() const noexcept { return live_.size(); }
-  [[nodiscard]] const Block& block(std::size_t i) const noexcept { return live_[i]; }
+  [[nodiscard]] const HeapBlock& block(std::size_t i) const noexcept { return live_[i]; }
 
   void add(void* p, std::size_t size, std::size_t extent, std::size_t alignment) {
     const auto start = reinterpret_cast<std::uintptr_t>(p);
@@ -134,7 +118,7 @@ class Model {
     MEMPOOL_FUZZ_CHECK(next == ranges_.end() || next->first >= end);
     MEMPOOL_FUZZ_CHECK(next == ranges_.begin() || std::prev(next)->second <= start);
     ranges_.emplace_hint(next, start, end);
-    const Block b{static_cast<unsigned char*>(p), size, alignment, ++seeds_};
+    const HeapBlock b{static_cast<unsigned char*>(p), size, alignment, ++seeds_};
     fill(b.p, b.size, b.seed);
     live_.push_back(b);
   }
@@ -144,9 +128,9 @@ class Model {
   }
 
   // Verifies block i and drops it (the last block takes its index).
-  Block take(std::size_t i) {
+  HeapBlock take(std::size_t i) {
     verify(i);
-    const Block b = live_[i];
+    const HeapBlock b = live_[i];
     ranges_.erase(reinterpret_cast<std::uintptr_t>(b.p));
     live_[i] = live_.back();
     live_.pop_back();
@@ -159,28 +143,13 @@ class Model {
   }
 
  private:
-  std::vector<Block> live_;
+  std::vector<HeapBlock> live_;
   std::map<std::uintptr_t, std::uintptr_t> ranges_;  // start -> end of every live block
   std::uint64_t seeds_ = 0;
 };
 
 // Live bytes asked for, at most, so that an input stays fast under ASan.
-constexpr std::size_t kMaxLiveBytes = 48 * 1024 * 1024;
-constexpr std::size_t kMaxBlockSize = 4 * 1024 * 1024;
-
-// Mostly small: 62% up to 256 bytes, 25% up to 4 KiB, 9% up to about 320 KiB
-// (across the largest classes), 3% up to 4 MiB; 0 is possible.
-std::size_t decode_size(Input& in) noexcept {
-  const std::uint8_t kind = in.byte();
-  if (kind < 160) return in.byte() + (kind & 1);
-  if (kind < 224) return in.u16() % 4097;
-  if (kind < 248) return std::size_t{in.u16()} * 5 + in.byte();
-  return (std::size_t{in.u16()} * 64 + in.byte()) % (kMaxBlockSize + 1);
-}
-
-std::size_t default_alignment(std::size_t n) noexcept {
-  return n >= 16 ? 16 : 8;
-}
+constexpr std::size_t kMaxLiveBytes = std::size_t{48} * 1024 * 1024;
 
 class Walk {
  public:
@@ -188,58 +157,22 @@ class Walk {
 
   [[nodiscard]] std::size_t live() const noexcept { return model_.live(); }
 
-  // 0: allocate, 1: try_allocate, 2: mp_malloc.
+  // allocate_by(n, how) (heap_ops.hpp).
   void allocate(std::size_t n, unsigned how) {
     if (!room_for(n)) return;
-    void* p = nullptr;
-    switch (how % 3) {
-      case 0:
-        p = mempool::allocate(n);
-        break;
-      case 1:
-        p = mempool::try_allocate(n);
-        break;
-      default:
-        p = mp_malloc(n);
-        break;
-    }
-    accept(p, n, 0);
+    accept(mempool_fuzz::allocate_by(n, how), n, 0);
   }
 
-  // 0: allocate, 1: try_allocate, 2: mp_aligned_alloc, 3: mp_posix_memalign.
+  // allocate_aligned_by(n, alignment, how), which may refuse as it must.
   void allocate_aligned(std::size_t n, std::size_t alignment, unsigned how) {
     if (!room_for(n)) return;
-    void* p = nullptr;
-    switch (how % 4) {
-      case 0:
-        p = mempool::allocate(n, std::align_val_t{alignment});
-        break;
-      case 1:
-        p = mempool::try_allocate(n, std::align_val_t{alignment});
-        break;
-      case 2:
-        p = mp_aligned_alloc(alignment, n);
-        break;
-      default:
-        if (alignment < sizeof(void*)) {
-          void* out = &out;
-          MEMPOOL_FUZZ_CHECK(mp_posix_memalign(&out, alignment, n) == EINVAL);
-          MEMPOOL_FUZZ_CHECK(out == &out);
-          return;
-        }
-        MEMPOOL_FUZZ_CHECK(mp_posix_memalign(&p, alignment, n) == 0);
-        break;
-    }
-    accept(p, n, alignment);
+    if (void* p = mempool_fuzz::allocate_aligned_by(n, alignment, how)) accept(p, n, alignment);
   }
 
   void calloc(std::size_t count, std::size_t size) {
     const std::size_t n = count * size;
     if (!room_for(n)) return;
-    void* p = mp_calloc(count, size);
-    MEMPOOL_FUZZ_CHECK(p != nullptr);
-    MEMPOOL_FUZZ_CHECK(all_zero(static_cast<const unsigned char*>(p), n));
-    accept(p, n, 0);
+    accept(mempool_fuzz::calloc_checked(count, size), n, 0);
   }
 
   void calloc_overflow(std::size_t size) {
@@ -248,31 +181,14 @@ class Walk {
     MEMPOOL_FUZZ_CHECK(errno == ENOMEM);
   }
 
-  // Verifies live block i and frees it: 0 size-free, 1 sized, 2 mp_free.
-  void free_at(std::size_t i, unsigned how) {
-    const Model::Block b = take(i);
-    switch (how % 3) {
-      case 0:
-        mempool::deallocate(b.p);
-        break;
-      case 1:
-        if (b.alignment != 0) {
-          mempool::deallocate(b.p, b.size, std::align_val_t{b.alignment});
-        } else {
-          mempool::deallocate(b.p, b.size);
-        }
-        break;
-      default:
-        mp_free(b.p);
-        break;
-    }
-  }
+  // Verifies live block i and frees it: free_by(block, how).
+  void free_at(std::size_t i, unsigned how) { mempool_fuzz::free_by(take(i), how); }
 
   // realloc of live block i to n: the first min(old, n) bytes survive; n == 0
   // frees the block and answers NULL.
   void realloc_at(std::size_t i, std::size_t n) {
     if (n > model_.block(i).size && !room_for(n - model_.block(i).size)) return;
-    const Model::Block b = take(i);
+    const HeapBlock b = take(i);
     void* q = mp_realloc(b.p, n);
     if (n == 0) {
       MEMPOOL_FUZZ_CHECK(q == nullptr);
@@ -333,18 +249,12 @@ class Walk {
   }
 
   void accept(void* p, std::size_t n, std::size_t alignment) {
-    MEMPOOL_FUZZ_CHECK(p != nullptr);
-    const auto addr = reinterpret_cast<std::uintptr_t>(p);
-    MEMPOOL_FUZZ_CHECK(addr % default_alignment(n) == 0);
-    if (alignment != 0) MEMPOOL_FUZZ_CHECK(addr % alignment == 0);
-    const std::size_t usable = mempool::usable_size(p);
-    MEMPOOL_FUZZ_CHECK(usable >= n);
-    MEMPOOL_FUZZ_CHECK(mp_usable_size(p) == usable);
+    const std::size_t usable = mempool_fuzz::check_fresh(p, n, alignment);
     model_.add(p, n, usable, alignment);
     live_bytes_ += n;
   }
 
-  Model::Block take(std::size_t i) {
+  HeapBlock take(std::size_t i) {
     live_bytes_ -= model_.block(i).size;
     return model_.take(i);
   }
@@ -365,11 +275,11 @@ void run(Walk& walk, Input& in) {
     const auto arg = static_cast<unsigned>(op & 31);
     switch (op >> 5) {
       case 0:
-        walk.allocate(decode_size(in), arg);
+        walk.allocate(decode_heap_size(in), arg);
         break;
       case 1: {
         const unsigned how = in.byte();
-        walk.allocate_aligned(decode_size(in), std::size_t{1} << (arg % 21), how);
+        walk.allocate_aligned(decode_heap_size(in), std::size_t{1} << (arg % 21), how);
         break;
       }
       case 2:
@@ -382,21 +292,21 @@ void run(Walk& walk, Input& in) {
       case 3:
         if (walk.live() > 0 && arg != 31) {
           const std::size_t i = pick(walk, arg, in);
-          walk.realloc_at(i, decode_size(in));
+          walk.realloc_at(i, decode_heap_size(in));
         } else {
-          walk.realloc_null(decode_size(in));
+          walk.realloc_null(decode_heap_size(in));
         }
         break;
       case 4:
         if (arg == 31) {
-          walk.calloc_overflow(decode_size(in));
+          walk.calloc_overflow(decode_heap_size(in));
         } else {
-          walk.calloc(arg + 1, decode_size(in) / (arg + 1));
+          walk.calloc(arg + 1, decode_heap_size(in) / (arg + 1));
         }
         break;
       case 5:
         if ((arg & 16) != 0) {
-          const std::size_t n = decode_size(in);
+          const std::size_t n = decode_heap_size(in);
           for (unsigned j = 0; j <= (arg & 15); ++j)
             walk.allocate(n, j);
         } else {

@@ -77,10 +77,19 @@ class Input {
  public:
   Input(const std::uint8_t* data, std::size_t size) noexcept : data_(data), size_(size) {}
   [[nodiscard]] bool empty() const noexcept { return pos_ >= size_; }
+  [[nodiscard]] std::size_t left() const noexcept { return size_ - pos_; }
   std::uint8_t byte() noexcept { return pos_ < size_ ? data_[pos_++] : 0; }
   std::uint16_t u16() noexcept {
     const unsigned lo = byte();
     return static_cast<std::uint16_t>(lo | (unsigned{byte()} << 8));
+  }
+  // The next n bytes (fewer where the input ends first) as an input of their own,
+  // which this one skips.
+  Input take(std::size_t n) noexcept {
+    const std::size_t k = std::min(n, left());
+    const Input part(data_ + pos_, k);
+    pos_ += k;
+    return part;
   }
 
  private:

@@ -11,7 +11,10 @@
 //    stale pointer stops the program with ASan's "use-after-poison" report. Both
 //    sides must agree: the library poisons blocks that inline code hands out, and
 //    the other way round.
-// Without either, every call here is empty.
+// Without either, every call here is empty. The hardened build (MEMPOOL_HARDENED=1)
+// poisons nothing: its heap reads and writes the fill and the canaries of free blocks
+// (src/heap/hardened.cpp), so ASan checks only the rest of the program there (the
+// heap_hardened fuzzers run it so).
 //
 // The allocators keep their free-list links inside free blocks, which both
 // checkers then hold inaccessible: the link accessors (free_list.hpp,
@@ -29,7 +32,7 @@
 #define MEMPOOL_VALGRIND_BUILD 0
 #endif
 
-#if defined(MEMPOOL_ASAN) && MEMPOOL_ASAN
+#if defined(MEMPOOL_ASAN) && MEMPOOL_ASAN && !MEMPOOL_HARDENED_BUILD
 #if defined(__SANITIZE_ADDRESS__)
 #define MEMPOOL_ASAN_BUILD 1
 #elif defined(__has_feature)
