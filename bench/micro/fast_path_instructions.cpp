@@ -28,6 +28,7 @@
 #include "mempool/detail/chunk_arena.hpp"
 #include "mempool/detail/free_list.hpp"
 #include "mempool/heap.hpp"
+#include "mempool/mempool.h"
 #include "mempool/object_pool.hpp"
 #include "mempool/stats.hpp"
 #include "micro_shapes.hpp"
@@ -140,6 +141,13 @@ struct HeapVarCase {
   }
 };
 
+// The C API (mempool.h), as a program linked with mempool calls it: mp_malloc and
+// mp_free run the same hit paths as the drop-in library's malloc and free.
+struct HeapCApiCase {
+  void* allocate() { return mp_malloc(HeapVarCase::opaque(64)); }
+  void deallocate(void* p) { mp_free(p); }
+};
+
 template <class Case>
 __attribute__((noinline)) void run_pairs(Case& c, long pairs) {
   for (long i = 0; i < pairs; ++i) {
@@ -183,7 +191,7 @@ int usage() {
   std::fputs(
       "usage: fast_path_instructions CASE [PAIRS] | sizes\n"
       "CASE: loop bare objectpool objectpool_stats fixedpool concurrent bitmap newdelete heap "
-      "heap_var\n",
+      "heap_var heap_c\n",
       stderr);
   return 2;
 }
@@ -210,5 +218,6 @@ int main(int argc, char** argv) {
   if (std::strcmp(which, "newdelete") == 0) return measure<NewDeleteCase>(pairs);
   if (std::strcmp(which, "heap") == 0) return measure<HeapCase>(pairs);
   if (std::strcmp(which, "heap_var") == 0) return measure<HeapVarCase>(pairs);
+  if (std::strcmp(which, "heap_c") == 0) return measure<HeapCApiCase>(pairs);
   return usage();
 }

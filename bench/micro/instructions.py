@@ -24,6 +24,9 @@ CASES = [  # (argument, label)
     ("concurrent", "ConcurrentFixedPool"),
     ("bitmap", "BitmapPool"),
     ("newdelete", "new/delete (glibc)"),
+    ("heap", "heap, inline (constant size)"),
+    ("heap_var", "heap, size not constant"),
+    ("heap_c", "heap, mp_malloc/mp_free"),
 ]
 
 
