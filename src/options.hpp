@@ -13,8 +13,8 @@ inline constexpr std::uint64_t kNeverDecay = ~std::uint64_t{0};
 inline constexpr std::uint64_t kDefaultHardenedSample = 16;
 
 // The heap profiler samples on average once every this many bytes allocated (tcmalloc's
-// and jemalloc's default too): at most 2% more resident memory (a sampled block has an
-// 8 KiB page of its own: 8 KiB / 512 KiB = 1.6% of the live small blocks' bytes).
+// and jemalloc's default too). A sampled block has an 8 KiB page of its own: its resident
+// cost, with the unwinder's pages and the tables, is in docs/options.md.
 inline constexpr std::size_t kDefaultProfileRate = std::size_t{512} * 1024;
 
 // MEMPOOL_THP (the page heap's ThpMode, hugepage_filler.hpp).
