@@ -170,6 +170,14 @@ HeapOptions read_heap_options() noexcept {
   if (o.profile_path != nullptr && *o.profile_path == '\0') o.profile_path = nullptr;
   if (o.profile_path != nullptr) o.profile_rate = kDefaultProfileRate;
   read_bytes("MEMPOOL_PROFILE_RATE", 1, &o.profile_rate);
+  read_flag("MEMPOOL_LEAK_CHECK", &o.leak_check);
+  std::uint64_t exit_code = static_cast<std::uint64_t>(o.leak_check_exit_code);
+  read_decimal("MEMPOOL_LEAK_CHECK_EXITCODE", false, &exit_code);
+  if (exit_code > 255) {
+    write_stderr_line("ignoring MEMPOOL_LEAK_CHECK_EXITCODE: not in 0-255");
+  } else {
+    o.leak_check_exit_code = static_cast<int>(exit_code);
+  }
   if (o.verbose) {
     char a[24], b[24], c[24], d[24];
     write_stderr_line("options: MEMPOOL_RELEASE_THRESHOLD=", to_decimal(o.release_threshold, a),

@@ -38,6 +38,10 @@ struct HeapOptions {
   std::size_t profile_rate = 0;
   // MEMPOOL_PROFILE: where the profile of what is in use goes at exit (%p: the pid).
   const char* profile_path = nullptr;
+  // MEMPOOL_LEAK_CHECK: every block tracked, the leaks reported at exit; then the
+  // process exits with MEMPOOL_LEAK_CHECK_EXITCODE (0: as the program would).
+  bool leak_check = false;
+  int leak_check_exit_code = 23;
   bool show_stats = false;  // MEMPOOL_SHOW_STATS
   bool verbose = false;     // MEMPOOL_VERBOSE
 };

@@ -99,6 +99,11 @@ MEMPOOL_API void collect() noexcept;
 // cannot be written (errno says why).
 MEMPOOL_API bool profile_dump(const char* path) noexcept;
 
+// The leak check (docs/options.md, MEMPOOL_LEAK_CHECK=1): reports on stderr the blocks
+// the program can no longer reach, grouped by allocation stack, as it does at exit, and
+// returns their bytes (0: none, or the check is off). The process goes on.
+MEMPOOL_API std::size_t leak_check() noexcept;
+
 // The soft memory limit (tcmalloc's): a number of resident bytes (HeapStats::
 // bytes_resident: mapped and not given back to the OS), 0 for none (the default,
 // or MEMPOOL_MEMORY_LIMIT). When the heap must grow past it (map memory, or fault

@@ -40,6 +40,10 @@ void mp_collect(void) MEMPOOL_NOEXCEPT;
  * now, by allocation stack, to `path` in the format google-pprof reads. 0 on success,
  * else an errno value (EINVAL when the profiler is off). */
 int mp_profile_dump(const char* path) MEMPOOL_NOEXCEPT;
+/* The leak check (MEMPOOL_LEAK_CHECK=1): reports on stderr the blocks the program
+ * can no longer reach, as at exit, and returns their bytes (0: none, or the check is
+ * off). The process goes on. */
+size_t mp_leak_check(void) MEMPOOL_NOEXCEPT;
 /* The soft memory limit in bytes, 0 for none (see mempool::set_memory_limit):
  * before the heap grows past it, free memory goes back to the OS and the calling
  * thread's and the central cache's blocks to the page heap; if that is not enough

@@ -14,6 +14,7 @@
 #include "class_info.hpp"
 #include "heap_internal.hpp"
 #include "heap_profiler.hpp"
+#include "leak_check.hpp"
 #include "mempool/detail/error.hpp"
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
@@ -32,6 +33,7 @@ constinit std::atomic<std::size_t> g_large_blocks{0};
 
 void before_fork() noexcept {
   heap_profiler_lock();
+  leak_check_lock();
   if constexpr (kHardened) hardened_lock();
   ThreadCache::lock_registry();
   g_central_cache.lock_all();
@@ -45,6 +47,7 @@ void after_fork_in_parent() noexcept {
   g_central_cache.unlock_all();
   ThreadCache::unlock_registry();
   if constexpr (kHardened) hardened_unlock();
+  leak_check_unlock();
   heap_profiler_unlock();
 }
 
@@ -96,8 +99,17 @@ bool apply_options() noexcept {
   g_direct_map_threshold = options.direct_map_threshold;
   g_verbose = options.verbose;
   if constexpr (kHardened) hardened_set_sampling(options.hardened_seed, options.hardened_sample);
-  heap_profiler_configure(options.profile_rate, options.profile_path);
-  g_profiler_to_start = options.profile_rate != 0;
+  if (options.leak_check) {
+    // Every block tracked: the profiler's samples would only add spans of their own.
+    if (options.profile_rate != 0)
+      write_stderr_line(
+          "MEMPOOL_LEAK_CHECK is on: MEMPOOL_PROFILE and MEMPOOL_PROFILE_RATE are ignored");
+    leak_check_configure(options.leak_check_exit_code);
+    g_profiler_to_start = true;
+  } else {
+    heap_profiler_configure(options.profile_rate, options.profile_path);
+    g_profiler_to_start = options.profile_rate != 0;
+  }
   if (options.show_stats) {
     const int copy = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
     if (copy >= 0) g_stats_fd = copy;
@@ -333,6 +345,7 @@ MEMPOOL_ALLOCATION_ENTRY void heap_free_slow(void* p, Span* s) noexcept {
   if (reinterpret_cast<std::uintptr_t>(p) != s->start)
     heap_misuse(p, "free of a pointer into the middle of a block");
   if (s->profile_site != nullptr) heap_profile_on_free(s);
+  if (MEMPOOL_UNLIKELY(g_leak_check)) heap_tracked_free(p);
   if constexpr (kHardened) {
     if (!hardened_release_large(p, s)) return;
   }

@@ -40,6 +40,7 @@
 #include "../options.hpp"
 #include "heap_internal.hpp"
 #include "heap_profiler.hpp"
+#include "leak_check.hpp"
 #include "mempool/detail/lock.hpp"
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
@@ -53,19 +54,6 @@ extern const char __stop_mempool_allocation_entry[] __attribute__((visibility("h
 }
 
 namespace mempool::detail {
-
-// One allocation stack and what its samples add up to (estimates; counts in 1/65536
-// of a block, so that a small block's large weight keeps its fraction).
-struct ProfileSite {
-  ProfileSite* next = nullptr;  // in its bucket
-  std::uint64_t hash = 0;
-  std::atomic<std::uint64_t> live_count{0};
-  std::atomic<std::uint64_t> live_bytes{0};
-  std::atomic<std::uint64_t> total_count{0};
-  std::atomic<std::uint64_t> total_bytes{0};
-  void* const* frames = nullptr;  // return addresses, innermost first
-  std::uint32_t depth = 0;
-};
 
 namespace {
 
@@ -89,7 +77,9 @@ constexpr int kFreedFrames = 16;
 constexpr std::size_t kFreedRing = 256;
 struct FreedSample {
   std::atomic<bool> writing{false};  // a slot another thread is writing is passed over
-  std::atomic<std::uintptr_t> start{0};
+  // The block's address inverted, so that the leak check, which scans this ring with the
+  // other globals, does not take it for a pointer to a block allocated there since.
+  std::atomic<std::uintptr_t> start_inverted{0};
   const ProfileSite* site = nullptr;
   void* frames[kFreedFrames] = {};
   int depth = 0;
@@ -343,6 +333,19 @@ void dump_at_exit() noexcept {
 
 }  // namespace
 
+namespace {
+
+// backtrace()'s first call loads libgcc_s, which allocates: done now, outside any lock.
+void warm_up_unwinder() noexcept {
+  ProfilerThread& t = tls_profiler;
+  t.busy = true;
+  void* frame[1];
+  backtrace(frame, 1);
+  t.busy = false;
+}
+
+}  // namespace
+
 bool heap_profiler_active() noexcept {
   return g_rate != 0;
 }
@@ -357,17 +360,21 @@ void heap_profiler_configure(std::size_t rate, const char* path) noexcept {
 }
 
 void heap_profiler_start() noexcept {
+  if (g_leak_check) {
+    // This thread's cache may hold blocks freed before the check began: given back, so
+    // that from now on every free of this thread reaches the leak table (ThreadCache::flush).
+    tls_thread_cache.release_all();
+    tls_thread_cache.sample_countdown = -1;
+    warm_up_unwinder();
+    leak_check_start();
+    return;
+  }
   if (g_rate == 0) return;
   // This thread's sized frees take the page map from now on, and its next allocation
   // draws its countdown (threads that start later do both as their caches activate).
   tls_thread_cache.sized_free_max = 0;
   tls_thread_cache.sample_countdown = 0;
-  // backtrace()'s first call loads libgcc_s, which allocates: done now, outside any lock.
-  ProfilerThread& t = tls_profiler;
-  t.busy = true;
-  void* frame[1];
-  backtrace(frame, 1);
-  t.busy = false;
+  warm_up_unwinder();
   if (g_path[0] != '\0') std::atexit(dump_at_exit);
 }
 
@@ -378,11 +385,39 @@ void heap_profiler_unlock() noexcept {
   g_lock.unlock();
 }
 
+namespace {
+
+// The leak check's allocation: an ordinary block, its stack and size in the leak table.
+// Every request comes here (the countdown stays negative).
+MEMPOOL_ALLOCATION_ENTRY void* allocate_tracked(std::size_t n, std::size_t alignment) noexcept {
+  ProfilerThread& t = tls_profiler;
+  tls_thread_cache.sample_countdown = -1;
+  if (t.busy) return allocate_uncounted(n, alignment);
+  t.busy = true;
+  void* frames[kMaxDepth + kMaxSkipped];
+  const int depth = backtrace(frames, kMaxDepth + kMaxSkipped);
+  const int skip = allocator_frames(frames, depth);
+  void* p = allocate_uncounted(n, alignment);
+  if (p != nullptr) {
+    const ProfileSite* site = nullptr;
+    {
+      std::lock_guard<Lock> lock(g_lock);
+      site = find_site(frames + skip, depth - skip < kMaxDepth ? depth - skip : kMaxDepth);
+    }
+    if (site != nullptr) leak_track(p, n, site);
+  }
+  t.busy = false;
+  return p;
+}
+
+}  // namespace
+
 MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(
     std::size_t n, std::size_t alignment) noexcept {
   heap_ensure_ready();  // the options, when this is the process's first allocation
   ThreadCache& cache = tls_thread_cache;
   ProfilerThread& t = tls_profiler;
+  if (g_leak_check) return allocate_tracked(n, alignment);
   if (g_rate == 0) {
     cache.sample_countdown = INT64_MAX;
     return allocate_uncounted(n, alignment);
@@ -414,28 +449,48 @@ MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(
   return p;
 }
 
-MEMPOOL_ALLOCATION_ENTRY void heap_profile_on_free(Span* s) noexcept {
+namespace {
+
+// Block `start`, allocated at `site`, is being freed: its free stack goes into the ring.
+void record_free(std::uintptr_t start, const ProfileSite* site) noexcept {
   ProfilerThread& t = tls_profiler;
-  if (!t.busy) {
-    t.busy = true;
-    FreedSample& f = g_freed[g_freed_next.fetch_add(1, std::memory_order_relaxed) % kFreedRing];
-    if (!f.writing.exchange(true, std::memory_order_acquire)) {
-      f.start.store(0, std::memory_order_relaxed);
-      void* frames[kFreedFrames + kMaxSkipped];
-      const int depth = backtrace(frames, kFreedFrames + kMaxSkipped);
-      const int skip = allocator_frames(frames, depth);
-      f.depth = depth - skip < kFreedFrames ? depth - skip : kFreedFrames;
-      std::memcpy(f.frames, frames + skip, static_cast<std::size_t>(f.depth) * sizeof(void*));
-      f.site = s->profile_site;
-      f.start.store(s->start, std::memory_order_release);
-      f.writing.store(false, std::memory_order_release);
-    }
-    t.busy = false;
+  if (t.busy) return;
+  t.busy = true;
+  FreedSample& f = g_freed[g_freed_next.fetch_add(1, std::memory_order_relaxed) % kFreedRing];
+  if (!f.writing.exchange(true, std::memory_order_acquire)) {
+    f.start_inverted.store(0, std::memory_order_relaxed);
+    void* frames[kFreedFrames + kMaxSkipped];
+    const int depth = backtrace(frames, kFreedFrames + kMaxSkipped);
+    const int skip = allocator_frames(frames, depth);
+    f.depth = depth - skip < kFreedFrames ? depth - skip : kFreedFrames;
+    std::memcpy(f.frames, frames + skip, static_cast<std::size_t>(f.depth) * sizeof(void*));
+    f.site = site;
+    f.start_inverted.store(~start, std::memory_order_release);
+    f.writing.store(false, std::memory_order_release);
   }
+  t.busy = false;
+}
+
+}  // namespace
+
+MEMPOOL_ALLOCATION_ENTRY void heap_profile_on_free(Span* s) noexcept {
+  record_free(s->start, s->profile_site);
   const Weight w = weight_of(s->requested);
   s->profile_site->live_count.fetch_sub(w.count, std::memory_order_relaxed);
   s->profile_site->live_bytes.fetch_sub(w.bytes, std::memory_order_relaxed);
   s->profile_site = nullptr;
+}
+
+MEMPOOL_ALLOCATION_ENTRY void heap_tracked_free(const void* p) noexcept {
+  if (const ProfileSite* site = leak_untrack(p); site != nullptr)
+    record_free(reinterpret_cast<std::uintptr_t>(p), site);
+}
+
+bool heap_profiler_set_busy(bool busy) noexcept {
+  ProfilerThread& t = tls_profiler;
+  const bool was = t.busy;
+  t.busy = busy;
+  return was;
 }
 
 namespace {
@@ -470,8 +525,13 @@ void write_frames(const char* title, void* const* frames, std::uint32_t depth) n
 }  // namespace
 
 void heap_profile_explain(const void* p) noexcept {
-  if (g_rate == 0) return;
+  if (g_rate == 0 && !g_leak_check) return;
   const auto address = reinterpret_cast<std::uintptr_t>(p);
+  // A block the leak check tracks, in use.
+  if (const ProfileSite* site = leak_site_of(p); site != nullptr) {
+    write_frames("the block was allocated at:", site->frames, site->depth);
+    return;
+  }
   const Span* s = g_page_map.lookup(p);
   // p in a sampled block in use (its start, or inside it: an interior pointer).
   if (s != nullptr && s->profile_site != nullptr &&
@@ -483,7 +543,7 @@ void heap_profile_explain(const void* p) noexcept {
   const std::size_t next = g_freed_next.load(std::memory_order_relaxed);
   for (std::size_t i = 1; i <= kFreedRing && i <= next; ++i) {
     const FreedSample& f = g_freed[(next - i) % kFreedRing];
-    if (f.start.load(std::memory_order_acquire) != address) continue;
+    if (f.start_inverted.load(std::memory_order_acquire) != ~address) continue;
     if (f.site != nullptr)
       write_frames("the block was allocated at:", f.site->frames, f.site->depth);
     write_frames("and first freed at:", f.frames, static_cast<std::uint32_t>(f.depth));

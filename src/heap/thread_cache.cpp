@@ -10,6 +10,7 @@
 #include "class_info.hpp"
 #include "heap_internal.hpp"
 #include "heap_profiler.hpp"
+#include "leak_check.hpp"
 #include "mempool/detail/intrusive_list.hpp"
 
 namespace mempool::detail {
@@ -195,6 +196,8 @@ void ThreadCache::release(std::size_t c, std::size_t n) noexcept {
 void* ThreadCache::refill(std::size_t c) noexcept {
   if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate()))
     return allocate_uncached(c);
+  // The leak check: no block stays in a thread cache (see flush).
+  if (MEMPOOL_UNLIKELY(g_leak_check)) return allocate_uncached(c);
   budget_ = budget_share();  // threads come and go
   const std::uint32_t batch = kHeapClasses[c].batch;
   // Slow start: one more block per miss up to a batch, then whole batches. But
@@ -222,7 +225,15 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   return first;
 }
 
-void ThreadCache::flush(std::size_t c) noexcept {
+// An allocation entry (platform.hpp): under the leak check, free stacks are taken below it.
+MEMPOOL_ALLOCATION_ENTRY void ThreadCache::flush(std::size_t c) noexcept {
+  // The leak check: every free comes here (the list's max stays 0, so the push that
+  // called this overflowed), and the block just pushed leaves the leak table.
+  if (MEMPOOL_UNLIKELY(g_leak_check)) {
+    heap_tracked_free(heads[c]);
+    release(c, count(c));
+    return;
+  }
   if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate())) {
     release(c, count(c));
     return;
