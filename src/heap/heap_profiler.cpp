@@ -57,8 +57,12 @@ namespace mempool::detail {
 
 namespace {
 
-constexpr int kMaxDepth = 64;           // frames kept (pprof's and tcmalloc's maximum)
-constexpr int kMaxSkipped = 16;         // allocator frames above them
+constexpr int kMaxDepth = 64;    // frames kept (pprof's and tcmalloc's maximum)
+constexpr int kMaxSkipped = 16;  // allocator frames above them
+// The leak check unwinds on every allocation and free, at a cost linear in the frames:
+// LeakSanitizer's default depth (malloc_context_size), and a few allocator frames above.
+constexpr int kLeakDepth = 30;
+constexpr int kLeakSkipped = 6;
 constexpr std::size_t kBuckets = 8192;  // 64 KiB of pointers: one metadata block
 constexpr unsigned kCountShift = 16;
 
@@ -394,15 +398,15 @@ MEMPOOL_ALLOCATION_ENTRY void* allocate_tracked(std::size_t n, std::size_t align
   tls_thread_cache.sample_countdown = -1;
   if (t.busy) return allocate_uncounted(n, alignment);
   t.busy = true;
-  void* frames[kMaxDepth + kMaxSkipped];
-  const int depth = backtrace(frames, kMaxDepth + kMaxSkipped);
+  void* frames[kLeakDepth + kLeakSkipped];
+  const int depth = backtrace(frames, kLeakDepth + kLeakSkipped);
   const int skip = allocator_frames(frames, depth);
   void* p = allocate_uncounted(n, alignment);
   if (p != nullptr) {
     const ProfileSite* site = nullptr;
     {
       std::lock_guard<Lock> lock(g_lock);
-      site = find_site(frames + skip, depth - skip < kMaxDepth ? depth - skip : kMaxDepth);
+      site = find_site(frames + skip, depth - skip < kLeakDepth ? depth - skip : kLeakDepth);
     }
     if (site != nullptr) leak_track(p, n, site);
   }
@@ -459,8 +463,8 @@ void record_free(std::uintptr_t start, const ProfileSite* site) noexcept {
   FreedSample& f = g_freed[g_freed_next.fetch_add(1, std::memory_order_relaxed) % kFreedRing];
   if (!f.writing.exchange(true, std::memory_order_acquire)) {
     f.start_inverted.store(0, std::memory_order_relaxed);
-    void* frames[kFreedFrames + kMaxSkipped];
-    const int depth = backtrace(frames, kFreedFrames + kMaxSkipped);
+    void* frames[kFreedFrames + kLeakSkipped];
+    const int depth = backtrace(frames, kFreedFrames + kLeakSkipped);
     const int skip = allocator_frames(frames, depth);
     f.depth = depth - skip < kFreedFrames ? depth - skip : kFreedFrames;
     std::memcpy(f.frames, frames + skip, static_cast<std::size_t>(f.depth) * sizeof(void*));

@@ -24,6 +24,7 @@
 // high bits), are not seen: their blocks are reported (LeakSanitizer has the same rule).
 #include "leak_check.hpp"
 
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
@@ -586,9 +587,10 @@ std::vector<std::string> addr2line(const std::string& object,
     if (const std::size_t d = place.find(" (discriminator"); d != std::string::npos)
       place.resize(d);
     at = l + 1;
-    if (function == "??") continue;
-    line = function;
-    if (place.rfind("??", 0) != 0) line += " " + place;
+    // No file:line (no debug information): the name is only the nearest symbol, and the
+    // caller says where the address lies instead.
+    if (function == "??" || place.rfind("??", 0) == 0) continue;
+    line = function + " " + place;
   }
   return lines;
 }
@@ -617,8 +619,8 @@ int find_object(dl_phdr_info* info, std::size_t, void* context) noexcept {
   return 0;
 }
 
-// A name for every frame of the leaks reported: "0x55d0c1a2b3c4 in function file:line"
-// (addr2line), else "... in symbol+0x1f (object)" (dladdr), else the address and object.
+// A name for every frame of the leaks reported: "function file:line" (addr2line, from
+// debug information), else "symbol (object+0x1f2e)" (dladdr), else "(object+0x1f2e)".
 std::map<std::uintptr_t, std::string> symbolize(const std::vector<Leak>& leaks) {
   std::map<std::uintptr_t, std::string> names;
   std::map<std::string, std::vector<std::uintptr_t>> by_object;  // pcs per object
@@ -645,16 +647,21 @@ std::map<std::uintptr_t, std::string> symbolize(const std::vector<Leak>& leaks) 
         names[pcs[i]] = lines[i];
         continue;
       }
+      // LeakSanitizer's form: "symbol (object+offset)", the symbol from dladdr (the
+      // nearest exported one) when there is one.
       Dl_info info{};
       char offset[40];
-      std::snprintf(offset, sizeof offset, "+%#" PRIxPTR, offsets[i]);
-      if (::dladdr(reinterpret_cast<void*>(pcs[i]), &info) != 0 && info.dli_sname != nullptr) {
-        std::snprintf(offset, sizeof offset, "+%#" PRIxPTR,
-                      pcs[i] - reinterpret_cast<std::uintptr_t>(info.dli_saddr));
-        names[pcs[i]] = std::string(info.dli_sname) + offset + " (" + path + ")";
-      } else {
-        names[pcs[i]] = "(" + path + offset + ")";
+      std::snprintf(offset, sizeof offset, "+%#" PRIxPTR ")", offsets[i]);
+      const bool named =
+          ::dladdr(reinterpret_cast<void*>(pcs[i]), &info) != 0 && info.dli_sname != nullptr;
+      std::string symbol;
+      if (named) {
+        int status = 0;
+        char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+        symbol = std::string(status == 0 ? demangled : info.dli_sname) + " ";
+        std::free(demangled);  // NOLINT(cppcoreguidelines-no-malloc): __cxa_demangle's
       }
+      names[pcs[i]] = symbol + "(" + path + offset;
     }
   }
   return names;
