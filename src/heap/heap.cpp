@@ -350,6 +350,7 @@ MEMPOOL_ALLOCATION_ENTRY void heap_free_slow(void* p, Span* s) noexcept {
     if (!hardened_release_large(p, s)) return;
   }
   free_large(s);
+  if (MEMPOOL_UNLIKELY(g_leak_check)) leak_scrub_stack();
 }
 
 void heap_free_aligned_checked(void* p, std::size_t n, std::size_t alignment) noexcept {

@@ -410,6 +410,7 @@ MEMPOOL_ALLOCATION_ENTRY void* allocate_tracked(std::size_t n, std::size_t align
     }
     if (site != nullptr) leak_track(p, n, site);
   }
+  leak_scrub_stack();
   t.busy = false;
   return p;
 }

@@ -38,6 +38,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <string.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -893,6 +894,13 @@ const ProfileSite* leak_site_of(const void* p) noexcept {
   for (const LeakEntry* e = g_buckets[b]; e != nullptr; e = e->next)
     if (e->address == address) return e->site;
   return nullptr;
+}
+
+MEMPOOL_NOINLINE void leak_scrub_stack() noexcept {
+  // 8 KiB: deeper than the heap's slow paths go below their caller.
+  char dead[8192];
+  ::explicit_bzero(dead, sizeof dead);
+  asm volatile("" : : "r"(dead) : "memory");
 }
 
 void leak_check_lock() noexcept {

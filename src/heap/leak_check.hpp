@@ -29,6 +29,12 @@ const ProfileSite* leak_untrack(const void* p) noexcept;
 // The site of tracked block p (its start), or nullptr.
 const ProfileSite* leak_site_of(const void* p) noexcept;
 
+// Zeroes the dead stack below the caller, where the heap's own frames just held the
+// addresses of spans and pages: a span's start is its first block's address, and left
+// there it would look like a reference to that block to the scan of this stack. Called
+// after every tracked allocation and free.
+void leak_scrub_stack() noexcept;
+
 // The table's locks, held across fork().
 void leak_check_lock() noexcept;
 void leak_check_unlock() noexcept;

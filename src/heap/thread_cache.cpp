@@ -232,6 +232,7 @@ MEMPOOL_ALLOCATION_ENTRY void ThreadCache::flush(std::size_t c) noexcept {
   if (MEMPOOL_UNLIKELY(g_leak_check)) {
     heap_tracked_free(heads[c]);
     release(c, count(c));
+    leak_scrub_stack();
     return;
   }
   if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate())) {

@@ -39,13 +39,16 @@ __attribute__((noinline)) void scrub_stack() {
     bytes[i] = 0;
 }
 
+void* volatile g_kept = nullptr;
+void* volatile g_first = nullptr;
+
 void start_check(const char* exit_code) {
   ::setenv("MEMPOOL_LEAK_CHECK", "1", 1);                 // NOLINT(concurrency-mt-unsafe)
   ::setenv("MEMPOOL_LEAK_CHECK_EXITCODE", exit_code, 1);  // NOLINT(concurrency-mt-unsafe)
-  mp_free(mp_malloc(1));                                  // the heap starts, and reads them
+  // The heap starts, and reads them. The block is kept: freed, its address would be the
+  // next block's, and a stale copy of it on this stack would keep that one.
+  g_first = mp_malloc(1);
 }
-
-void* volatile g_kept = nullptr;
 
 }  // namespace
 
@@ -131,8 +134,12 @@ TEST(HeapLeakCheck, ExitsWithTheStatusItIsGiven) {
   EXPECT_EXIT(
       {
         start_check("42");
-        static_cast<void>(leak_check_lost_block(100));
-        scrub_stack();
+        // Lost on a thread that ended: no copy of the pointer on this thread's stack or in
+        // its registers as it exits.
+        std::thread([] {
+          static_cast<void>(leak_check_lost_block(100));
+          scrub_stack();
+        }).join();
         std::exit(0);
       },
       ::testing::ExitedWithCode(42), "Direct leak of 100 byte\\(s\\)");
@@ -161,6 +168,7 @@ __attribute__((noinline)) void hold_until_released(int i) {
       producers[t] = std::thread([t] {
         for (int i = 0; i < 2; ++i)
           g_handoff[t * 2 + i].store(hide(leak_check_kept_block(16 + 16 * i)));
+        scrub_stack();
       });
     }
     for (std::thread& t : producers)
@@ -168,10 +176,16 @@ __attribute__((noinline)) void hold_until_released(int i) {
     std::thread consumer([] {
       for (std::atomic<std::uintptr_t>& h : g_handoff)
         mp_free(reveal(h.exchange(0)));
+      scrub_stack();
     });
     consumer.join();
   }
-  std::thread lost([] { static_cast<void>(leak_check_lost_block(777)); });
+  // Every thread scrubs its stack as it ends: the holders below reuse those stacks, where a
+  // stale copy of a freed block's address would keep the lost block allocated there since.
+  std::thread lost([] {
+    static_cast<void>(leak_check_lost_block(777));
+    scrub_stack();
+  });
   lost.join();
   std::thread holders[4];
   for (int i = 0; i < 4; ++i)
