@@ -101,9 +101,10 @@ bool apply_options() noexcept {
   if constexpr (kHardened) hardened_set_sampling(options.hardened_seed, options.hardened_sample);
   if (options.leak_check) {
     // Every block tracked: the profiler's samples would only add spans of their own.
-    if (options.profile_rate != 0)
+    if (options.profile_rate != 0) {
       write_stderr_line(
           "MEMPOOL_LEAK_CHECK is on: MEMPOOL_PROFILE and MEMPOOL_PROFILE_RATE are ignored");
+    }
     leak_check_configure(options.leak_check_exit_code);
     g_profiler_to_start = true;
   } else {

@@ -64,6 +64,7 @@
 #include "metadata.hpp"
 #include "page_heap.hpp"
 #include "page_map.hpp"
+#include "span.hpp"
 
 extern "C" char** environ;
 
@@ -290,7 +291,7 @@ void on_stop_signal(int, siginfo_t*, void* context) {
     std::memcpy(&t.context, context, sizeof(ucontext_t));
     volatile char here = 0;
     t.sp = interrupted_sp(t.context, reinterpret_cast<std::uintptr_t>(&here));
-    t.tp = reinterpret_cast<std::uintptr_t>(reinterpret_cast<void*>(::pthread_self()));
+    t.tp = static_cast<std::uintptr_t>(::pthread_self());  // glibc: the descriptor's address
     t.state.store(kStopped, std::memory_order_release);
     while (g_resume.load(std::memory_order_acquire) == 0)
       ::syscall(SYS_futex, reinterpret_cast<int*>(&g_resume), FUTEX_WAIT_PRIVATE, 0, nullptr);
@@ -418,7 +419,7 @@ class Marker {
                                                                            long self) noexcept {
     begin = (begin + sizeof(void*) - 1) & ~(sizeof(void*) - 1);
     for (std::uintptr_t a = begin; a + sizeof(void*) <= end; a += sizeof(void*)) {
-      const std::uintptr_t v = *reinterpret_cast<const volatile std::uintptr_t*>(a);
+      const std::uintptr_t v = *address_as<const volatile std::uintptr_t>(a);
       if (v < lowest_ || v >= highest_) continue;
       const long i = find(v);
       if (i < 0 || i == self || blocks_[i].state != kUnreached) continue;
@@ -485,7 +486,7 @@ void scan_this_thread(Marker& m, const Scratch<Range>& maps, const ThisThread& s
                       std::size_t tls_bytes) noexcept {
   m.scan(reinterpret_cast<std::uintptr_t>(&self.registers),
          reinterpret_cast<std::uintptr_t>(&self.registers + 1), kReachable, -1);
-  const auto tp = reinterpret_cast<std::uintptr_t>(reinterpret_cast<void*>(::pthread_self()));
+  const auto tp = static_cast<std::uintptr_t>(::pthread_self());
   scan_stack(m, maps, reinterpret_cast<std::uintptr_t>(&self), tp, 0);
   scan_tls(m, maps, tp, tls_bytes);
 }
@@ -548,6 +549,7 @@ std::vector<std::string> addr2line(const std::string& object,
     args.emplace_back(hex);
   }
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -591,7 +593,8 @@ std::vector<std::string> addr2line(const std::string& object,
     // No file:line (no debug information): the name is only the nearest symbol, and the
     // caller says where the address lies instead.
     if (function == "??" || place.rfind("??", 0) == 0) continue;
-    line = function + " " + place;
+    line = function;
+    line.append(" ").append(place);
   }
   return lines;
 }
@@ -654,7 +657,7 @@ std::map<std::uintptr_t, std::string> symbolize(const std::vector<Leak>& leaks) 
       char offset[40];
       std::snprintf(offset, sizeof offset, "+%#" PRIxPTR ")", offsets[i]);
       const bool named =
-          ::dladdr(reinterpret_cast<void*>(pcs[i]), &info) != 0 && info.dli_sname != nullptr;
+          ::dladdr(address_as<void>(pcs[i]), &info) != 0 && info.dli_sname != nullptr;
       std::string symbol;
       if (named) {
         int status = 0;
@@ -662,7 +665,7 @@ std::map<std::uintptr_t, std::string> symbolize(const std::vector<Leak>& leaks) 
         symbol = std::string(status == 0 ? demangled : info.dli_sname) + " ";
         std::free(demangled);  // NOLINT(cppcoreguidelines-no-malloc): __cxa_demangle's
       }
-      names[pcs[i]] = symbol + "(" + path + offset;
+      names[pcs[i]] = symbol.append("(").append(path).append(offset);
     }
   }
   return names;
@@ -730,17 +733,19 @@ std::vector<Leak> find_leaks(const ThisThread& self) {
 
   leak_check_lock();
   std::size_t count = 0;
-  for (std::size_t b = 0; b < kBuckets; ++b)
+  for (std::size_t b = 0; b < kBuckets; ++b) {
     for (const LeakEntry* e = g_buckets[b]; e != nullptr; e = e->next)
       ++count;
+  }
   std::vector<Leak> leaks;
   if (count == 0 || !blocks.reserve(count) || !work.reserve(count)) {
     leak_check_unlock();
     return leaks;
   }
-  for (std::size_t b = 0; b < kBuckets; ++b)
+  for (std::size_t b = 0; b < kBuckets; ++b) {
     for (const LeakEntry* e = g_buckets[b]; e != nullptr; e = e->next)
       blocks.push({e->address, e->address + (e->size == 0 ? 1 : e->size), e->site, kUnreached});
+  }
   std::sort(blocks.begin(), blocks.end(),
             [](const Block& a, const Block& b) { return a.begin < b.begin; });
 
@@ -764,16 +769,18 @@ std::vector<Leak> find_leaks(const ThisThread& self) {
   }
   m.flood();
   // What is left is leaked; what a leaked block points to is an indirect leak.
-  for (std::size_t i = 0; i < blocks.size(); ++i)
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i].state != kReachable)
       m.scan(blocks[i].begin, blocks[i].end, kIndirect, static_cast<long>(i));
+  }
   if (stopped) resume_other_threads(old_action);
   leak_check_unlock();
 
-  if (!stopped)
+  if (!stopped) {
     write_all(g_report_fd,
               "mempool: leak check: the threads could not be stopped: only this "
               "thread's stack was scanned\n");
+  }
   if (unscanned != 0) {
     char line[160];
     std::snprintf(line, sizeof line,
@@ -834,6 +841,7 @@ void check_at_exit() noexcept {
 
 void leak_check_configure(int exit_code) noexcept {
   if (g_buckets == nullptr) {
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
     g_buckets = static_cast<LeakEntry**>(os_map(kBuckets * sizeof(LeakEntry*)));
     if (g_buckets == nullptr) {
       write_stderr_line("MEMPOOL_LEAK_CHECK: out of memory for its table; the check is off");

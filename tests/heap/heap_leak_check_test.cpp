@@ -140,7 +140,7 @@ TEST(HeapLeakCheck, ExitsWithTheStatusItIsGiven) {
           static_cast<void>(leak_check_lost_block(100));
           scrub_stack();
         }).join();
-        std::exit(0);
+        std::exit(0);  // NOLINT(concurrency-mt-unsafe): the only thread left
       },
       ::testing::ExitedWithCode(42), "Direct leak of 100 byte\\(s\\)");
 }
