@@ -4,7 +4,7 @@
 // as a JSON line and a CSV row, and prints the medians. `report DIR` turns saved
 // results into report.md and plots (report/report.py); `run -- CMD ARGS...`
 // measures any program under every allocator, and `run --profile -- CMD` draws
-// what it holds at exit by call site (profile.cpp). See --help.
+// what it holds at exit, and at its peak, by call site (profile.cpp). See --help.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -112,8 +112,8 @@ int main(int argc, char** argv) {
                "run: the command's stdout must be the same under every allocator");
   app.add_flag("--profile", o.profile,
                "run: the command once under mempool's heap profiler (or tcmalloc's, with "
-               "--allocators=tcmalloc); what each process holds at exit by call site: a table "
-               "and a flame graph (PNG) in OUT/profile/");
+               "--allocators=tcmalloc); what each process holds at exit by call site, and at its "
+               "peak (mempool's): a table and a flame graph (PNG) in OUT/profile/");
   app.add_option("--profile-rate", o.profile_rate,
                  "run --profile: mempool's mean sampling interval in bytes (524288)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));

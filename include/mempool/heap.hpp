@@ -98,6 +98,11 @@ MEMPOOL_API void collect() noexcept;
 // profiler is off (MEMPOOL_PROFILE and MEMPOOL_PROFILE_RATE unset) or the file
 // cannot be written (errno says why).
 MEMPOOL_API bool profile_dump(const char* path) noexcept;
+// The same, for the heap at its peak so far (to within 1/16 of its bytes in use: a
+// snapshot is taken each time the estimate passes the last one's by a sixteenth, from
+// 1 MiB on; an empty profile before). MEMPOOL_PROFILE writes it at exit too, beside the
+// other ("x.heap": "x.peak.heap", else "x.peak").
+MEMPOOL_API bool profile_dump_peak(const char* path) noexcept;
 
 // The leak check (docs/options.md, MEMPOOL_LEAK_CHECK=1): reports on stderr the blocks
 // the program can no longer reach, grouped by allocation stack, as it does at exit, and

@@ -40,6 +40,8 @@ void mp_collect(void) MEMPOOL_NOEXCEPT;
  * now, by allocation stack, to `path` in the format google-pprof reads. 0 on success,
  * else an errno value (EINVAL when the profiler is off). */
 int mp_profile_dump(const char* path) MEMPOOL_NOEXCEPT;
+/* The same for the heap at its peak so far (see mempool::profile_dump_peak). */
+int mp_profile_dump_peak(const char* path) MEMPOOL_NOEXCEPT;
 /* The leak check (MEMPOOL_LEAK_CHECK=1): reports on stderr the blocks the program
  * can no longer reach, as at exit, and returns their bytes (0: none, or the check is
  * off). The process goes on. */

@@ -23,11 +23,18 @@
 // busy: what the unwinder allocates (its first call loads libgcc_s) is served without a
 // sample, so the profiler never recurses; a signal handler that allocates on that thread
 // does too. The lock of the site table is held across fork().
+//
+// The heap at its peak: the estimate of the bytes in use is kept as a sum, and each time
+// it passes the last snapshot's by a sixteenth, every site's in-use sums are copied to its
+// peak sums (under the table's lock, once per sample at most, O(sites)). The peak profile
+// is the heap at its highest to within 1/16 of its bytes (MEMPOOL_PROFILE writes it beside
+// the profile at exit; mempool::profile_dump_peak on demand).
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -36,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "../options.hpp"
 #include "heap_internal.hpp"
@@ -73,6 +81,10 @@ constinit Lock g_lock;                 // the table and its arena
 constinit ProfileSite** g_buckets = nullptr;
 constinit char* g_arena_next = nullptr;
 constinit char* g_arena_end = nullptr;
+// The heap's peak (see the top of the file): the estimated bytes in use, and the total
+// that triggers the next snapshot (from 1 MiB: a smaller heap is not worth a picture).
+constinit std::atomic<std::uint64_t> g_live_bytes{0};
+constinit std::atomic<std::uint64_t> g_next_snapshot{std::uint64_t{1} << 20};
 
 // The samples freed last, for a misuse report on one of them (a double free): where it
 // was allocated and where it was first freed. A ring written by any thread; read only
@@ -259,15 +271,22 @@ std::uint64_t blocks_of(std::uint64_t count) noexcept {
 // with the totals, a line per site (in use, then [allocated], then its stack), and the
 // process's mappings, from which pprof finds the binaries to symbolize with. The
 // counts are estimates already: the header's "heapprofile" tells pprof not to scale.
-bool write_profile(int fd) noexcept {
+// `peak`: the sites' sums at the heap's peak instead of now (the allocated sums are now's).
+bool write_profile(int fd, bool peak) noexcept {
   ProfileWriter out(fd);
   {
     std::lock_guard<Lock> lock(g_lock);
+    const auto live_count = [peak](const ProfileSite* s) {
+      return blocks_of(peak ? s->peak_count : s->live_count.load(std::memory_order_relaxed));
+    };
+    const auto live_bytes = [peak](const ProfileSite* s) {
+      return peak ? s->peak_bytes : s->live_bytes.load(std::memory_order_relaxed);
+    };
     std::uint64_t totals[4] = {};
     for (std::size_t b = 0; g_buckets != nullptr && b < kBuckets; ++b) {
       for (const ProfileSite* s = g_buckets[b]; s != nullptr; s = s->next) {
-        totals[0] += blocks_of(s->live_count.load(std::memory_order_relaxed));
-        totals[1] += s->live_bytes.load(std::memory_order_relaxed);
+        totals[0] += live_count(s);
+        totals[1] += live_bytes(s);
         totals[2] += blocks_of(s->total_count.load(std::memory_order_relaxed));
         totals[3] += s->total_bytes.load(std::memory_order_relaxed);
       }
@@ -278,10 +297,8 @@ bool write_profile(int fd) noexcept {
         static_cast<unsigned long long>(totals[2]), static_cast<unsigned long long>(totals[3]));
     for (std::size_t b = 0; g_buckets != nullptr && b < kBuckets; ++b) {
       for (const ProfileSite* s = g_buckets[b]; s != nullptr; s = s->next) {
-        out.format("%6llu: %8llu [%6llu: %8llu] @",
-                   static_cast<unsigned long long>(
-                       blocks_of(s->live_count.load(std::memory_order_relaxed))),
-                   static_cast<unsigned long long>(s->live_bytes.load(std::memory_order_relaxed)),
+        out.format("%6llu: %8llu [%6llu: %8llu] @", static_cast<unsigned long long>(live_count(s)),
+                   static_cast<unsigned long long>(live_bytes(s)),
                    static_cast<unsigned long long>(
                        blocks_of(s->total_count.load(std::memory_order_relaxed))),
                    static_cast<unsigned long long>(s->total_bytes.load(std::memory_order_relaxed)));
@@ -325,14 +342,50 @@ void expand_path(char (&path)[PATH_MAX]) noexcept {
   path[n] = '\0';
 }
 
+// The peak profile's path beside `path`: "x.heap" gives "x.peak.heap", another "x.peak".
+// False when it would not fit (then no peak profile is written).
+bool peak_path(const char* path, char (&out)[PATH_MAX]) noexcept {
+  constexpr std::string_view kExtension = ".heap";
+  constexpr std::string_view kPeak = ".peak";
+  std::string_view base = path;
+  const bool heap = base.ends_with(kExtension);
+  if (heap) base.remove_suffix(kExtension.size());
+  const std::size_t n = base.size() + kPeak.size() + (heap ? kExtension.size() : 0);
+  if (n >= sizeof out) return false;
+  char* at = std::copy(base.begin(), base.end(), out);
+  at = std::copy(kPeak.begin(), kPeak.end(), at);
+  if (heap) at = std::copy(kExtension.begin(), kExtension.end(), at);
+  *at = '\0';
+  return true;
+}
+
 void dump_at_exit() noexcept {
   char path[PATH_MAX];
   expand_path(path);
-  if (!profile_dump(path)) {
-    // strerror at exit, on one thread's failure: its static buffer is not shared then.
-    write_stderr_line("heap profile: cannot write ", path, ": ",
-                      std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
+  char peak[PATH_MAX];
+  const bool with_peak = peak_path(path, peak);
+  for (const bool at_peak : {false, true}) {
+    if (at_peak && !with_peak) break;
+    const char* p = at_peak ? peak : path;
+    if (!(at_peak ? profile_dump_peak(p) : profile_dump(p))) {
+      // strerror at exit, on one thread's failure: its static buffer is not shared then.
+      write_stderr_line("heap profile: cannot write ", p, ": ",
+                        std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
+    }
   }
+}
+
+// A new peak: every site's in-use sums become its peak sums. g_lock held.
+void snapshot_peak() noexcept {
+  const std::uint64_t live = g_live_bytes.load(std::memory_order_relaxed);
+  if (live < g_next_snapshot.load(std::memory_order_relaxed)) return;  // another thread did
+  for (std::size_t b = 0; b < kBuckets; ++b) {
+    for (ProfileSite* s = g_buckets[b]; s != nullptr; s = s->next) {
+      s->peak_count = s->live_count.load(std::memory_order_relaxed);
+      s->peak_bytes = s->live_bytes.load(std::memory_order_relaxed);
+    }
+  }
+  g_next_snapshot.store(live + live / 16, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -448,6 +501,9 @@ MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(
       site->total_count.fetch_add(w.count, std::memory_order_relaxed);
       site->total_bytes.fetch_add(w.bytes, std::memory_order_relaxed);
       s->profile_site = site;
+      const std::uint64_t live =
+          g_live_bytes.fetch_add(w.bytes, std::memory_order_relaxed) + w.bytes;
+      if (live >= g_next_snapshot.load(std::memory_order_relaxed)) snapshot_peak();
     }
   }
   t.busy = false;
@@ -483,6 +539,7 @@ MEMPOOL_ALLOCATION_ENTRY void heap_profile_on_free(Span* s) noexcept {
   const Weight w = weight_of(s->requested);
   s->profile_site->live_count.fetch_sub(w.count, std::memory_order_relaxed);
   s->profile_site->live_bytes.fetch_sub(w.bytes, std::memory_order_relaxed);
+  g_live_bytes.fetch_sub(w.bytes, std::memory_order_relaxed);
   s->profile_site = nullptr;
 }
 
@@ -565,22 +622,38 @@ std::size_t heap_sampled_usable_size(const Span* s) noexcept {
 
 namespace mempool {
 
-bool profile_dump(const char* path) noexcept {
+namespace {
+
+bool dump(const char* path, bool peak) noexcept {
   if (detail::g_rate == 0 || path == nullptr) {
     errno = EINVAL;
     return false;
   }
   const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;
-  const bool ok = detail::write_profile(fd);
+  const bool ok = detail::write_profile(fd, peak);
   const int saved = errno;
   if (::close(fd) != 0 && ok) return false;
   errno = saved;
   return ok;
 }
 
+}  // namespace
+
+bool profile_dump(const char* path) noexcept {
+  return dump(path, false);
+}
+
+bool profile_dump_peak(const char* path) noexcept {
+  return dump(path, true);
+}
+
 }  // namespace mempool
 
 extern "C" int mp_profile_dump(const char* path) noexcept {
   return mempool::profile_dump(path) ? 0 : (errno != 0 ? errno : EIO);
+}
+
+extern "C" int mp_profile_dump_peak(const char* path) noexcept {
+  return mempool::profile_dump_peak(path) ? 0 : (errno != 0 ? errno : EIO);
 }

@@ -20,6 +20,9 @@ struct ProfileSite {
   std::atomic<std::uint64_t> live_bytes{0};
   std::atomic<std::uint64_t> total_count{0};
   std::atomic<std::uint64_t> total_bytes{0};
+  // In use when the heap was last at its peak (the profiler's lock): heap_profiler.cpp.
+  std::uint64_t peak_count = 0;
+  std::uint64_t peak_bytes = 0;
   void* const* frames = nullptr;  // return addresses, innermost first
   std::uint32_t depth = 0;
 };

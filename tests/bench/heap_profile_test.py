@@ -183,6 +183,42 @@ class OneProcess(WithFakePprof):
         self.assertIn("which records every allocation", result.stdout)
 
 
+class WithPeak(WithFakePprof):
+    """mempool's peak profile beside the one at exit (NAME.peak.heap): its own table and
+    flame graph, the same process."""
+
+    def setUp(self):
+        super().setUp()
+        add_profile(self.dir, "heap.4242.heap")
+        add_profile(self.dir, "heap.4242.peak.heap",
+                    space="main;build_index;peak_site 50331648\nmain;other 1048576\n",
+                    objects="main;build_index;peak_site 3072\nmain;other 16\n")
+        self.result = self.run_on_dir("--command", "./heap_sites")
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.out = self.result.stdout.splitlines()
+
+    def test_both_symbolized(self):
+        self.assertEqual(len(self.calls()), 4)
+
+    def test_the_peak_table_on_the_console(self):
+        at = next(i for i, line in enumerate(self.out) if line.startswith("at its peak"))
+        self.assertIn("49.0 MiB in use in 3,088 objects", self.out[at])
+        rows = [line.split() for line in self.out[at + 3:at + 5]]  # past the blank and the header
+        self.assertEqual(rows[0][0], "1")
+        self.assertIn("peak_site", rows[0])
+        self.assertIn("build_index", rows[0])
+        self.assertFalse(any("also" in line for line in self.out), "the peak is not a process")
+
+    def test_markdown_and_flame_graph(self):
+        with open(os.path.join(self.dir, "profile.md"), encoding="utf-8") as f:
+            text = f.read()
+        peak = text[text.index("### At its peak"):]
+        self.assertIn("`peak_site`", table_rows(peak.splitlines())[0][1])
+        self.assertIn("`heap.4242.peak.heap`", text)
+        if any("flame graph at the peak" in line for line in self.out):
+            png_ok(self, os.path.join(self.dir, "heap.4242.peak.png"))
+
+
 class SeveralProcesses(WithFakePprof):
     def test_the_largest_first_and_a_line_for_each_other(self):
         add_profile(self.dir, "heap.100.heap", space="_start;main;tiny 1000\n_start;main 0\n",

@@ -18,6 +18,7 @@ Each case asserts behaviour that a broken tool would get wrong.
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -430,17 +431,19 @@ HEAP_SITES = None  # tests/bench/heap_sites.cpp: what it holds at exit, by site
 MIB = 1 << 20
 
 
-def profile_table(out_dir):
-    """The first table of OUT/profile/profile.md: {site: (bytes text, objects)}."""
+def profile_table(out_dir, which=0):
+    """Table `which` (0: the first) of OUT/profile/profile.md: {site: (bytes text,
+    objects)}. The first process's tables come first: at exit, then at its peak."""
     with open(os.path.join(out_dir, "profile", "profile.md"), encoding="utf-8") as f:
         rows = [[c.strip() for c in line.strip().strip("|").split("|")]
                 for line in f if line.startswith("| ")]
-    table = {}
-    for row in rows[1:]:
-        if row[0] == "1" and table:
-            break  # the next process's table
-        table[row[1].strip("`")] = (row[3], int(row[5].replace(",", "")))
-    return table
+    tables = []
+    for row in rows:
+        if row[0] == "#":
+            tables.append({})  # a table's header
+        elif not re.fullmatch(r"-+:?", row[0]):
+            tables[-1][row[1].strip("`")] = (row[3], int(row[5].replace(",", "")))
+    return tables[which]
 
 
 def in_mib(text):
@@ -498,6 +501,13 @@ class Profile(unittest.TestCase):
             pngs = [x for x in os.listdir(os.path.join(d, "profile")) if x.endswith(".png")]
             self.assertTrue(pngs)
             self.check_png(os.path.join(d, "profile", pngs[0]))
+            # The heap at its peak (at the end here, but for a freed block or so), its own
+            # table and flame graph: the same sites.
+            peak = profile_table(d, 1)
+            self.assertEqual(list(peak)[:2], ["big_site", "medium_site"])
+            self.assertAlmostEqual(in_mib(peak["big_site"][0]), 64, delta=64 * 0.02)
+            self.assertIn("at its peak (to within a sixteenth)", r.stdout)
+            self.assertTrue(any(x.endswith(".peak.png") for x in pngs), pngs)
 
     def test_a_failing_command(self):
         with tempfile.TemporaryDirectory() as d:

@@ -53,6 +53,10 @@ __attribute__((noipa)) void profiled_free_again(void* p) {
   mp_free(p);
   asm volatile("" ::: "memory");
 }
+__attribute__((noipa)) void profiled_peak_blocks(std::vector<void*>& out, std::size_t bytes) {
+  for (std::size_t i = 0; i < bytes / 1024; ++i)
+    out.push_back(mp_malloc(1024));
+}
 __attribute__((noipa)) void profiled_in_thread(std::vector<void*>& out, std::size_t bytes) {
   for (std::size_t i = 0; i < bytes / 128; ++i)
     out.push_back(mp_malloc(128));
@@ -296,6 +300,16 @@ TEST(HeapProfiler, SampledBlocksBehaveAsAnyBlock) {
   const SiteLine in_child = site_named(c, "profiled_in_child");
   CHILD_CHECK(relative_error(in_child.live_bytes, 32 * kMiB) <= kTolerance,
               "child: %llu bytes in use estimated, 32 MiB true", in_child.live_bytes);
+  // Its peak profile beside it: the heap at its highest, 64 MiB (the threads' blocks
+  // before half were freed, inherited; or those left and the child's), to within a
+  // sixteenth.
+  const std::string child_peak_path = child_path + ".peak";
+  const Profile cp = read_profile(child_peak_path);
+  ::unlink(child_peak_path.c_str());
+  CHILD_CHECK(cp.ok, "the child wrote no peak profile at %s", child_peak_path.c_str());
+  CHILD_CHECK(cp.live_bytes >= 64 * kMiB * (1 - 1.0 / 16 - kTolerance) &&
+                  cp.live_bytes <= 64 * kMiB * (1 + kTolerance),
+              "child at its peak: %llu bytes estimated, 60-64 MiB true", cp.live_bytes);
   const std::string path = profile_path("threads");
   CHILD_CHECK(mempool::profile_dump(path.c_str()), "profile_dump: errno %d", errno);
   const Profile p = read_profile(path);
@@ -308,6 +322,48 @@ TEST(HeapProfiler, SampledBlocksBehaveAsAnyBlock) {
   CHILD_CHECK(relative_error(in_threads.live_bytes, kThreads * kPerThread / 2) <= kTolerance,
               "threads: %llu bytes in use estimated, 32 MiB true", in_threads.live_bytes);
   ::_exit(0);
+}
+
+// The peak profile: 48 MiB allocated at one site and freed, then 32 MiB at another. The
+// heap at its peak holds the first (to within a sixteenth: the last snapshot may lag the
+// true peak by that much), the heap now only the second.
+[[noreturn]] void peak_child() {
+  ::setenv("MEMPOOL_PROFILE_RATE", kTestRate, 1);  // NOLINT(concurrency-mt-unsafe): one thread
+  std::vector<void*> peak, after;
+  peak.reserve(48 * kMiB / 1024);
+  after.reserve(32 * kMiB / 64);
+  profiled_peak_blocks(peak, 48 * kMiB);
+  for (void* p : peak)
+    mp_free(p);
+  profiled_small_blocks(after, 32 * kMiB);
+  const std::string at_peak_path = profile_path("peak");
+  const std::string now_path = profile_path("now");
+  CHILD_CHECK(mp_profile_dump_peak(at_peak_path.c_str()) == 0, "profile_dump_peak: errno %d",
+              errno);
+  CHILD_CHECK(mempool::profile_dump(now_path.c_str()), "profile_dump: errno %d", errno);
+  const Profile at_peak = read_profile(at_peak_path);
+  const Profile now = read_profile(now_path);
+  ::unlink(at_peak_path.c_str());
+  ::unlink(now_path.c_str());
+  CHILD_CHECK(at_peak.ok && now.ok, "the profiles do not parse");
+  const SiteLine big = site_named(at_peak, "profiled_peak_blocks");
+  CHILD_CHECK(big.live_bytes >= 48 * kMiB * (1 - 1.0 / 16 - kTolerance) &&
+                  big.live_bytes <= 48 * kMiB * (1 + kTolerance),
+              "at the peak: %llu bytes estimated, 45-48 MiB true", big.live_bytes);
+  CHILD_CHECK(site_named(at_peak, "profiled_small_blocks").live_bytes == 0,
+              "the later site at the peak");
+  // Every sample of the first site was freed: its estimate is exactly 0 again.
+  CHILD_CHECK(site_named(now, "profiled_peak_blocks").live_bytes == 0, "the freed site now");
+  const SiteLine small = site_named(now, "profiled_small_blocks");
+  CHILD_CHECK(relative_error(small.live_bytes, 32 * kMiB) <= kTolerance,
+              "now: %llu bytes estimated, 32 MiB true", small.live_bytes);
+  for (void* p : after)
+    mp_free(p);
+  ::_exit(0);
+}
+
+TEST(HeapProfiler, PeakProfileHoldsTheHeapAtItsHighest) {
+  IN_FRESH_PROCESS(peak_child());
 }
 
 TEST(HeapProfiler, ThreadsCrossThreadFreesAndFork) {
@@ -388,6 +444,8 @@ TEST(HeapProfiler, DumpFailsWhenOff) {
   EXPECT_FALSE(mempool::profile_dump("/dev/null"));
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(mp_profile_dump("/dev/null"), EINVAL);
+  EXPECT_FALSE(mempool::profile_dump_peak("/dev/null"));
+  EXPECT_EQ(mp_profile_dump_peak("/dev/null"), EINVAL);
 }
 
 }  // namespace

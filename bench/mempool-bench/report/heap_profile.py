@@ -5,7 +5,8 @@
 
 Reads every heap profile DIR/*.heap: the gperftools heap-profile text format,
 which mempool's profiler and tcmalloc's write at exit, one file per process of
-the command (`mempool-bench run --profile -- CMD` writes them). Symbolizes each
+the command (`mempool-bench run --profile -- CMD` writes them); mempool's
+writes the heap at its peak beside each, NAME.peak.heap. Symbolizes each
 with google-pprof (--collapsed: a line per stack, its frames from the root to
 the function that called the allocator, then its in-use bytes; once more with
 --inuse_objects for its objects) and writes:
@@ -16,6 +17,8 @@ the function that called the allocator, then its in-use bytes; once more with
   DIR/<profile>.png    per process with bytes in use, a flame graph of them by
                        stack (the root at the bottom, a frame as wide as the
                        bytes allocated under it and still in use)
+  DIR/<profile>.peak.png  the same for the heap at its peak, where there is a
+                       peak profile (and profile.md its table too)
 
 and prints the table of the process with the most bytes in use, a line for
 each other process, and where the files are.
@@ -42,6 +45,7 @@ from plots import import_pyplot, matplotlib_missing  # noqa: E402
 from profile_plot import draw_flame_graph  # noqa: E402
 
 PPROF = "google-pprof"
+PEAK_SUFFIX = ".peak.heap"
 PPROF_PACKAGE = "google-perftools"
 TOP = 15
 CONSOLE_WIDTH = 120
@@ -138,6 +142,7 @@ class Profile:
         self.name = os.path.splitext(os.path.basename(path))[0]
         self.program = None
         self.stacks = {}
+        self.peak = None  # the peak profile beside it (NAME.peak.heap), if any
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 header = f.readline()
@@ -178,12 +183,26 @@ def mapped_file(line):
 
 
 def find_profiles(directory):
+    """The profiles at exit, each with its peak profile (NAME.peak.heap) as .peak
+    where there is one."""
     if not os.path.isdir(directory):
         raise InputError(f"{directory}: no such directory")
     paths = sorted(glob.glob(os.path.join(directory, "*.heap")))
-    if not paths:
+    peaks = {p[:-len(PEAK_SUFFIX)]: p for p in paths if p.endswith(PEAK_SUFFIX)}
+    profiles = [Profile(p) for p in paths
+                if not p.endswith(PEAK_SUFFIX) or p[:-len(PEAK_SUFFIX)] + ".heap" not in paths]
+    if not profiles:
         raise InputError(f"{directory}: no heap profile (*.heap) in it")
-    return [Profile(p) for p in paths]
+    for p in profiles:
+        stem = p.path[:-len(".heap")]
+        if p.path.endswith(".heap") and stem in peaks:
+            p.peak = Profile(peaks[stem])
+    return profiles
+
+
+def with_peaks(profiles):
+    """The profiles and their peak profiles, in one list."""
+    return [q for p in profiles for q in (p, p.peak) if q is not None]
 
 
 def pprof_path():
@@ -283,13 +302,19 @@ def process_title(p):
             f"in {p.objects:,} objects")
 
 
+def peak_title(p):
+    return (f"at its peak (to within a sixteenth): {bytes_text(p.peak.bytes)} in use "
+            f"in {p.peak.objects:,} objects")
+
+
 def write_markdown(path, profiles, command, allocator, rate, top, images):
     lines = [f"# Heap profile of `{escape(command)}`" if command else "# Heap profile", "",
              "What each process held at exit, by call site: the function that called malloc "
              "or new (the site), where it was called from (past the standard library), its "
              f"bytes still in use and their objects; from {how_sampled(allocator, rate)}. "
              "The flame graphs show every stack: the root at the bottom, each frame as wide "
-             "as the bytes allocated under it and still in use.", ""]
+             "as the bytes allocated under it and still in use. Where the profiler wrote one, "
+             "the heap at its peak follows, the same way.", ""]
     for p in profiles:
         lines += [f"## {escape(process_title(p))}", ""]
         sites = top_sites(p, top)
@@ -297,7 +322,15 @@ def write_markdown(path, profiles, command, allocator, rate, top, images):
         if p.name in images:
             png = os.path.basename(images[p.name])
             lines += [f"![{png}]({png})", ""]
-        lines += [f"Raw profile: `{os.path.basename(p.path)}`.", ""]
+        if p.peak is not None:
+            lines += [f"### {escape(peak_title(p)).capitalize()}", ""]
+            sites = top_sites(p.peak, top)
+            lines += markdown_table(sites) + [""] if sites else ["Nothing in use.", ""]
+            if p.peak.name in images:
+                png = os.path.basename(images[p.peak.name])
+                lines += [f"![{png}]({png})", ""]
+        raw = [p.path] + ([p.peak.path] if p.peak is not None else [])
+        lines += ["Raw profile: " + ", ".join(f"`{os.path.basename(r)}`" for r in raw) + ".", ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines).rstrip() + "\n")
 
@@ -310,6 +343,12 @@ def print_summary(profiles, command, allocator, rate, top, markdown, images):
     print()
     sites = top_sites(first, top)
     print("\n".join(console_table(sites)) if sites else "nothing in use")
+    if first.peak is not None:
+        print()
+        print(cut(peak_title(first), CONSOLE_WIDTH))
+        print()
+        sites = top_sites(first.peak, top)
+        print("\n".join(console_table(sites)) if sites else "nothing in use")
     if others:
         print()
         for p in others[:MAX_OTHER_PROCESSES]:
@@ -319,6 +358,8 @@ def print_summary(profiles, command, allocator, rate, top, markdown, images):
     print()
     if first.name in images:
         print(f"flame graph: {shown_path(images[first.name])}")
+    if first.peak is not None and first.peak.name in images:
+        print(f"flame graph at the peak: {shown_path(images[first.peak.name])}")
     print(f"table: {shown_path(markdown)}" + (" (every process)" if others else ""))
     raw = first.path if not others else os.path.join(os.path.dirname(first.path), "*.heap")
     print(f"raw profile{'s' if others else ''}: {shown_path(raw)}")
@@ -350,9 +391,9 @@ def main(argv):
         print(f"heap_profile.py: {e}", file=sys.stderr)
         return 2
     try:
-        symbolize(pprof_path(), profiles)
+        symbolize(pprof_path(), with_peaks(profiles))
     except PprofError as e:
-        kept = ", ".join(p.path for p in profiles)
+        kept = ", ".join(p.path for p in with_peaks(profiles))
         print(f"heap_profile.py: {e}; the raw profiles are kept: {kept}", file=sys.stderr)
         return 1
     profiles.sort(key=lambda p: (-p.bytes, p.name))
@@ -360,10 +401,16 @@ def main(argv):
     images = {}
     if plt is not None:
         for p in profiles:
-            title = f"In use at exit by stack: {args.command or p.program or p.name}"
+            what = args.command or p.program or p.name
             path = os.path.join(args.dir, p.name + ".png")
-            if draw_flame_graph(plt, p.in_use(), title, process_title(p), path):
+            if draw_flame_graph(plt, p.in_use(), f"In use at exit by stack: {what}",
+                                process_title(p), path):
                 images[p.name] = path
+            if p.peak is not None:
+                path = os.path.join(args.dir, p.peak.name + ".png")
+                if draw_flame_graph(plt, p.peak.in_use(), f"In use at its peak by stack: {what}",
+                                    peak_title(p), path):
+                    images[p.peak.name] = path
     markdown = os.path.join(args.dir, "profile.md")
     write_markdown(markdown, profiles, args.command, args.allocator, args.rate, args.top, images)
     print_summary(profiles, args.command, args.allocator, args.rate, args.top, markdown, images)
