@@ -261,9 +261,17 @@ struct StoppedThread {
   ucontext_t context{};   // the registers
 };
 
+// Mapped on the first check and never unmapped: a thread that did not stop in time may
+// still run the handler later, which reads it.
 constinit StoppedThread* g_threads = nullptr;
 constinit std::atomic<std::size_t> g_thread_count{0};
 constinit std::atomic<int> g_resume{0};
+
+bool map_thread_table() noexcept {
+  if (g_threads == nullptr)
+    g_threads = static_cast<StoppedThread*>(os_map(kMaxThreads * sizeof(StoppedThread)));
+  return g_threads != nullptr;
+}
 
 pid_t current_tid() noexcept {
   return static_cast<pid_t>(::syscall(SYS_gettid));
@@ -312,7 +320,10 @@ bool stop_other_threads(struct sigaction* old_action) noexcept {
   sigfillset(&action.sa_mask);
   if (::sigaction(kStopSignal, &action, old_action) != 0) return false;
   const int dir = ::open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return false;
+  if (dir < 0) {
+    ::sigaction(kStopSignal, old_action, nullptr);
+    return false;
+  }
   const pid_t self = current_tid();
   std::size_t n = 0;
   alignas(8) char buffer[4096];
@@ -722,14 +733,12 @@ std::vector<Leak> find_leaks(const ThisThread& self) {
   Scratch<Range> maps;
   Scratch<Block> blocks;
   Scratch<std::uint32_t> work;
-  Scratch<StoppedThread> threads;
   objects.loader_base = ::getauxval(AT_BASE);
-  if (!objects.globals.reserve(16384) || !read_mappings(maps) || !threads.reserve(kMaxThreads)) {
+  if (!objects.globals.reserve(16384) || !read_mappings(maps) || !map_thread_table()) {
     write_all(g_report_fd, "mempool: leak check: out of memory, not run\n");
     return {};
   }
   ::dl_iterate_phdr(add_object, &objects);
-  g_threads = threads.begin();
 
   leak_check_lock();
   std::size_t count = 0;
