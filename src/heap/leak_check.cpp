@@ -726,8 +726,8 @@ void report(std::vector<Leak>& leaks) {
   write_all(g_report_fd, text);
 }
 
-// The check itself (see the top of this file); the leaks, grouped, or an empty list.
-// `warnings`: what could not be scanned.
+// The check itself (see the top of this file): the leaks, grouped, or an empty list.
+// What could not be scanned (threads that did not stop) is said on the report's descriptor.
 std::vector<Leak> find_leaks(const ThisThread& self) {
   LoadedObjects objects;
   Scratch<Range> maps;
