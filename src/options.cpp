@@ -171,6 +171,8 @@ HeapOptions read_heap_options() noexcept {
   if (o.profile_path != nullptr) o.profile_rate = kDefaultProfileRate;
   read_bytes("MEMPOOL_PROFILE_RATE", 1, &o.profile_rate);
   read_flag("MEMPOOL_LEAK_CHECK", &o.leak_check);
+  o.leak_check_suppressions =
+      std::getenv("MEMPOOL_LEAK_CHECK_SUPPRESSIONS");  // NOLINT(concurrency-mt-unsafe)
   std::uint64_t exit_code = static_cast<std::uint64_t>(o.leak_check_exit_code);
   read_decimal("MEMPOOL_LEAK_CHECK_EXITCODE", false, &exit_code);
   if (exit_code > 255) {

@@ -42,6 +42,8 @@ struct HeapOptions {
   // process exits with MEMPOOL_LEAK_CHECK_EXITCODE (0: as the program would).
   bool leak_check = false;
   int leak_check_exit_code = 23;
+  // MEMPOOL_LEAK_CHECK_SUPPRESSIONS: a file of `leak:PATTERN` lines (LeakSanitizer's).
+  const char* leak_check_suppressions = nullptr;
   bool show_stats = false;  // MEMPOOL_SHOW_STATS
   bool verbose = false;     // MEMPOOL_VERBOSE
 };

@@ -105,7 +105,7 @@ bool apply_options() noexcept {
       write_stderr_line(
           "MEMPOOL_LEAK_CHECK is on: MEMPOOL_PROFILE and MEMPOOL_PROFILE_RATE are ignored");
     }
-    leak_check_configure(options.leak_check_exit_code);
+    leak_check_configure(options.leak_check_exit_code, options.leak_check_suppressions);
     g_profiler_to_start = true;
   } else {
     heap_profiler_configure(options.profile_rate, options.profile_path);

@@ -691,13 +691,120 @@ void write_all(int fd, const std::string& text) noexcept {
   }
 }
 
-// LeakSanitizer's layout, so that tools and eyes used to it read this one.
-void report(std::vector<Leak>& leaks) {
+// --- suppressions (MEMPOOL_LEAK_CHECK_SUPPRESSIONS) ------------------------------------
+
+// LeakSanitizer's suppression patterns: `*` matches any run of characters, `^` and `$`
+// anchor the start and the end; otherwise the pattern may match anywhere in the text.
+bool glob_matches(const char* p, const char* t) noexcept {
+  for (; *p != '\0'; ++p, ++t) {
+    if (*p == '*') {
+      for (;; ++t) {
+        if (glob_matches(p + 1, t)) return true;
+        if (*t == '\0') return false;
+      }
+    }
+    if (*p == '$' && p[1] == '\0') return *t == '\0';
+    if (*t != *p) return false;
+  }
+  return true;  // the rest of the text is free
+}
+
+bool suppression_matches(const std::string& pattern, const std::string& text) noexcept {
+  if (!pattern.empty() && pattern[0] == '^') return glob_matches(pattern.c_str() + 1, text.c_str());
+  for (std::size_t at = 0; at <= text.size(); ++at)
+    if (glob_matches(pattern.c_str(), text.c_str() + at)) return true;
+  return false;
+}
+
+struct Suppression {
+  std::string pattern;
+  std::size_t blocks = 0;
+  std::size_t bytes = 0;
+};
+
+constinit char g_suppressions_path[PATH_MAX] = {};
+
+// The `leak:PATTERN` lines of the suppressions file ('#' starts a comment).
+std::vector<Suppression> read_suppressions() {
+  std::vector<Suppression> out;
+  if (g_suppressions_path[0] == '\0') return out;
+  const int fd = ::open(g_suppressions_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    write_all(g_report_fd, std::string("mempool: leak check: cannot read the suppressions in ") +
+                               g_suppressions_path + "\n");
+    return out;
+  }
+  std::string text;
+  char chunk[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(chunk, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    line.erase(0, line.find_first_not_of(" \t"));
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (line.rfind("leak:", 0) == 0 && line.size() > 5) out.push_back({line.substr(5)});
+  }
+  return out;
+}
+
+// The suppression that matches a frame of this leak's stack (its function, file or
+// object), or nullptr.
+Suppression* suppressed_by(const Leak& l, const std::map<std::uintptr_t, std::string>& names,
+                           std::vector<Suppression>& suppressions) noexcept {
+  for (Suppression& s : suppressions) {
+    for (std::uint32_t i = 0; i < l.site->depth; ++i) {
+      const auto name = names.find(reinterpret_cast<std::uintptr_t>(l.site->frames[i]) - 1);
+      if (name != names.end() && suppression_matches(s.pattern, name->second)) return &s;
+    }
+  }
+  return nullptr;
+}
+
+// LeakSanitizer's layout, so that tools and eyes used to it read this one. Returns the
+// bytes leaked that no suppression matched.
+std::size_t report(std::vector<Leak>& leaks) {
   std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) {
     if (a.direct != b.direct) return a.direct;
     return a.bytes > b.bytes;
   });
   const std::map<std::uintptr_t, std::string> names = symbolize(leaks);
+  std::vector<Suppression> suppressions = read_suppressions();
+  std::vector<Leak> kept;
+  for (const Leak& l : leaks) {
+    if (Suppression* s = suppressed_by(l, names, suppressions); s != nullptr) {
+      s->blocks += l.blocks;
+      s->bytes += l.bytes;
+    } else {
+      kept.push_back(l);
+    }
+  }
+  std::string used;
+  for (const Suppression& s : suppressions) {
+    if (s.blocks == 0) continue;
+    char row[64];
+    std::snprintf(row, sizeof row, "%7zu %10zu ", s.blocks, s.bytes);
+    used.append(row).append(s.pattern).append("\n");
+  }
+  if (!used.empty()) {
+    used =
+        "-----------------------------------------------------\nSuppressions used:\n"
+        "  count      bytes template\n" +
+        used + "-----------------------------------------------------\n";
+  }
+  leaks.swap(kept);
+  if (leaks.empty()) {
+    write_all(g_report_fd, used);
+    return 0;
+  }
   std::string text = "\n=================================================================\n";
   char line[160];
   std::snprintf(line, sizeof line, "==%d==ERROR: mempool leak check: detected memory leaks\n",
@@ -720,10 +827,12 @@ void report(std::vector<Leak>& leaks) {
     bytes += l.bytes;
     blocks += l.blocks;
   }
+  if (!used.empty()) text.append("\n").append(used);
   std::snprintf(line, sizeof line, "\nSUMMARY: mempool: %zu byte(s) leaked in %zu allocation(s).\n",
                 bytes, blocks);
   text += line;
   write_all(g_report_fd, text);
+  return bytes;
 }
 
 // The check itself (see the top of this file): the leaks, grouped, or an empty list.
@@ -819,11 +928,7 @@ std::vector<Leak> find_leaks(const ThisThread& self) {
 std::size_t check_and_report(const ThisThread& self) noexcept {
   std::vector<Leak> leaks = find_leaks(self);
   if (leaks.empty()) return 0;
-  std::size_t bytes = 0;
-  for (const Leak& l : leaks)
-    bytes += l.bytes;
-  report(leaks);
-  return bytes;
+  return report(leaks);
 }
 
 // The registers first, before the check loads any block's address into one. Out of
@@ -848,7 +953,7 @@ void check_at_exit() noexcept {
 
 }  // namespace
 
-void leak_check_configure(int exit_code) noexcept {
+void leak_check_configure(int exit_code, const char* suppressions) noexcept {
   if (g_buckets == nullptr) {
     // NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
     g_buckets = static_cast<LeakEntry**>(os_map(kBuckets * sizeof(LeakEntry*)));
@@ -858,6 +963,8 @@ void leak_check_configure(int exit_code) noexcept {
     }
   }
   g_exit_code = exit_code;
+  if (suppressions != nullptr)
+    std::snprintf(g_suppressions_path, sizeof g_suppressions_path, "%s", suppressions);
   g_leak_check = true;
 }
 

@@ -16,8 +16,9 @@ struct ProfileSite;
 // which calls heap_tracked_free), each refill takes one block.
 extern constinit bool g_leak_check;
 
-// MEMPOOL_LEAK_CHECK and MEMPOOL_LEAK_CHECK_EXITCODE, from the options (init mutex held).
-void leak_check_configure(int exit_code) noexcept;
+// MEMPOOL_LEAK_CHECK, MEMPOOL_LEAK_CHECK_EXITCODE and MEMPOOL_LEAK_CHECK_SUPPRESSIONS (a
+// file of `leak:PATTERN` lines, or nullptr), from the options (init mutex held).
+void leak_check_configure(int exit_code, const char* suppressions) noexcept;
 // Once configured, outside the init mutex: registers the check at exit.
 void leak_check_start() noexcept;
 
@@ -39,8 +40,8 @@ void leak_scrub_stack() noexcept;
 void leak_check_lock() noexcept;
 void leak_check_unlock() noexcept;
 
-// Runs the check now, as at exit: reports the leaks on stderr and returns their bytes
-// (0: none). mp_leak_check / mempool::leak_check.
+// Runs the check now, as at exit: reports the leaks on stderr and returns their bytes,
+// less the suppressed ones (0: none). mp_leak_check / mempool::leak_check.
 std::size_t leak_check_run() noexcept;
 
 }  // namespace mempool::detail

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 # Each case: the exit status, and the leaks as (kind, bytes, objects, allocating function).
 EXPECTED = {
@@ -107,6 +108,22 @@ def main():
         status, _, err = run(args.cases, dict(env, MEMPOOL_LEAK_CHECK_EXITCODE="0"), "direct")
         check(f"{name} MEMPOOL_LEAK_CHECK_EXITCODE=0", status == 0 and "Direct leak" in err,
               f"status {status}\n{err}")
+        # Suppressions (LeakSanitizer's file format): a matching stack is not reported nor
+        # counted for the exit status, and is listed under "Suppressions used".
+        with tempfile.NamedTemporaryFile("w", suffix=".supp", delete=False) as f:
+            f.write("# known leaks\nleak:leak_dir*t\nleak:^make_child\n")
+        try:
+            supp = dict(env, MEMPOOL_LEAK_CHECK_SUPPRESSIONS=f.name)
+            status, _, err = run(args.cases, supp, "direct")
+            check(f"{name} suppressed direct", status == 0 and "Direct leak" not in err
+                  and re.search(r"Suppressions used:\n.*\n\s+1\s+1024 leak_dir\*t", err),
+                  f"status {status}\n{err}")
+            status, _, err = run(args.cases, supp, "indirect")
+            check(f"{name} suppressed indirect", status == 23
+                  and parse(err) == [("Direct", 64, 1, "leak_parent_and_child")]
+                  and re.search(r"\s+1\s+32 \^make_child", err), f"status {status}\n{err}")
+        finally:
+            os.unlink(f.name)
         # Off, nothing is checked.
         status, _, err = run(args.cases, {"LD_PRELOAD": library}, "direct")
         check(f"{name} off", status == 0 and "leak" not in err, f"status {status}\n{err}")
