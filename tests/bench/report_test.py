@@ -9,7 +9,10 @@ executable, so that it gets Debian's matplotlib) and checks report.md's
 numbers, the bold best per row in both senses, the ratio to glibc and to the
 best peer, the Skipped section, the PNGs, exit status 2 on bad input, and the
 workloads that run programs (apps, run): a primary metric per case, mempool
-against the best peer, redis' requests per command, their plots.
+against the best peer, redis' requests per command, their plots; report.md's
+opening (the machine, the summary heat map, the verdict in words, mempool
+against the best peer, where it loses), the heat map's shape and rows, and
+the console's lines (paths and the headline table, none over 120 characters).
 """
 
 import json
@@ -372,8 +375,18 @@ class ReportOnSyntheticData(unittest.TestCase):
     def test_stdout(self):
         lines = self.result.stdout.splitlines()
         self.assertEqual(lines[0], os.path.join(self.dir, "report.md"))
-        self.assertIn("| 64 B, 1 thread |", self.result.stdout)
-        self.assertIn("| mixed sizes, 4 threads |", self.result.stdout)
+        self.assertEqual(lines[1], os.path.join(self.dir, "plots", "summary.png"))
+        # no real programs: the headline table has every case, workload and all
+        self.assertIn("every case", self.result.stdout)
+        self.assertRegex(self.result.stdout, r"compare: 64 B, 1 thread +ns_per_op")
+        self.assertRegex(self.result.stdout, r"throughput: mixed sizes, 4 threads +ops_per_s")
+        self.assertNotIn("|", self.result.stdout)  # the Markdown tables stay in report.md
+        self.assertLessEqual(max(map(len, lines)), 120)
+
+    def test_machine_without_family_and_model(self):
+        # older records have neither: the model name alone
+        self.assertIn("\nMachine: CPU Test CPU; cores 2; kernel 6.1.0; compiler GCC 12.2.0; "
+                      "build Release; glibc 2.36.\n", self.md)
 
 
 def report_module(name):
@@ -403,8 +416,9 @@ class ProgramWorkloads(unittest.TestCase):
         return row(self.table_after(workload, "### mempool against the best peer"), case)
 
     def test_workload_order(self):
-        headings = re.findall(r"^## (\S+)", self.md, re.M)
-        self.assertEqual(headings, ["bigbuffers", "apps", "run", "Skipped"])
+        headings = re.findall(r"^## (.+)", self.md, re.M)
+        start = headings.index("Runs and allocators") + 1
+        self.assertEqual(headings[start:], ["bigbuffers", "apps", "run", "Skipped"])
 
     def test_apps_main_tables_per_metric(self):
         text = section(self.md, "apps")
@@ -519,6 +533,231 @@ class ProgramWorkloads(unittest.TestCase):
         self.assertEqual(errors[("redis", "mempool")], (1.36, 1.5))
         self.assertEqual(values[("python", "glibc")], 1.0)
         self.assertNotIn(("no glibc", "mempool"), values)
+
+
+def png_size(path):
+    """(width, height) in pixels, from the PNG's IHDR chunk."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+# The opening of report.md, on runs whose verdict is known. lower is better
+# for ns_per_op and wall_s, higher for geomean_rps. {(workload, case):
+# (metric, better, {allocator: [reps]})}
+LONG_COMMAND = "/usr/bin/python3 -c '" + "x = [str(i) for i in range(99999)]; " * 8 + "'"
+OPENING = {
+    ("compare", "loses"): ("ns_per_op", "lower",
+                           {"glibc": [20, 21, 22], "jemalloc": [10, 10.2, 10.4],
+                            "mempool": [12, 12.5, 13]}),          # 10.2 / 12.5: 0.816x, apart
+    ("compare", "noisy"): ("ns_per_op", "lower",
+                           {"glibc": [20, 20, 20], "tcmalloc": [9, 10, 12],
+                            "mempool": [10, 11, 14]}),            # 10 / 11: 0.909x, overlap
+    ("compare", "wins"): ("ns_per_op", "lower",
+                          {"glibc": [10, 10, 10], "mempool": [5, 5, 5]}),  # 2.00x
+    # no mempool: its best pool against the best of glibc and std-pmr
+    ("micro", "pools only"): ("ns_per_op", "lower",
+                              {"glibc": [10, 10, 10], "std-pmr": [30, 30, 30],
+                               "object-pool": [20, 21, 22], "size-class-pool": [25, 25, 25]}),
+    ("apps", "redis"): ("geomean_rps", "higher",
+                        {"glibc": [100e3, 100e3, 100e3], "jemalloc": [110e3, 112e3, 114e3],
+                         "mempool": [134e3, 135e3, 136e3]}),      # 1.20x jemalloc, apart
+    ("run", LONG_COMMAND): ("wall_s", "lower",
+                            {"glibc": [1.0, 1.0, 1.0], "mempool": [1.01, 1.0, 0.99]}),
+}
+# {allocator: peak RSS in KiB} of every run
+OPENING_RSS = {"glibc": 4096, "jemalloc": 8192, "tcmalloc": 6144, "mempool": 5120,
+               "std-pmr": 4096, "object-pool": 3072, "size-class-pool": 3072}
+NEW_MACHINE = dict(MACHINE, cpu="AMD EPYC", cpu_family=25, cpu_model=1, commit="abc1234",
+                   date="2026-11-27T04:10:00Z")
+
+
+def opening_runs():
+    runs = []
+    for (workload, case), (name, better, allocators) in OPENING.items():
+        for allocator, reps in allocators.items():
+            for rep, value in enumerate(reps):
+                if workload in ("apps", "run"):
+                    line = program_line(workload, case, allocator, rep, name, better, value,
+                                        OPENING_RSS[allocator])
+                else:
+                    line = run_line(workload, case, allocator, rep, 1, name, better, value,
+                                    peak_rss_kib=OPENING_RSS[allocator])
+                line["machine"] = dict(NEW_MACHINE, date=f"2026-11-27T04:1{rep}:00Z")
+                runs.append(line)
+    return runs
+
+
+class Opening(unittest.TestCase):
+    """report.md opens with the machine, the summary picture, the verdict in
+    words, mempool against the best peer, and where it loses; the console
+    gets the paths and the headline table."""
+
+    @classmethod
+    def setUpClass(cls):
+        report_on(cls, opening_runs())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def verdict(self):
+        """The paragraph between the summary picture's caption and the first
+        heading after it."""
+        opening = self.md.split("\n## ", 1)[0]
+        paragraphs = [p for p in opening.split("\n\n") if p.strip()]
+        return paragraphs[-1]
+
+    def test_begins_with_the_machine_and_the_summary_picture(self):
+        lines = [line for line in self.md.splitlines() if line.strip()]
+        self.assertEqual(lines[0], "# mempool-bench report")
+        self.assertEqual(lines[1], "Machine: CPU AMD EPYC (family 25, model 1); cores 2; "
+                                   "kernel 6.1.0; compiler GCC 12.2.0; build Release; "
+                                   "glibc 2.36; commit abc1234; "
+                                   "date 2026-11-27T04:10:00Z to 2026-11-27T04:12:00Z.")
+        self.assertEqual(lines[2], "![summary.png](plots/summary.png)")
+
+    def test_verdict_counts_and_names_the_losses(self):
+        text = self.verdict()
+        # level or ahead: wins, redis, the long command (1.00x); of 6
+        self.assertIn("ahead of the best peer or within 5% of it in 3 of 6 cases", text)
+        self.assertIn("in the real programs, in 2 of 2", text)
+        self.assertIn("behind by more than 5% in: compare: loses (0.816× of jemalloc), "
+                      "micro: pools only (object-pool 0.476× of glibc).", text)
+        self.assertNotIn("wins", text)
+
+    def test_verdict_says_within_the_spread_where_spreads_overlap(self):
+        text = self.verdict()
+        self.assertRegex(text, r"within the spread[^.]*: compare: noisy \(0\.909× of tcmalloc\)")
+        self.assertNotIn("loses (0.816× of jemalloc)", text.split("within the spread")[1])
+
+    def test_verdict_without_spreads_says_so(self):
+        one = [r for r in opening_runs() if r["repetition"] == 0]
+        with tempfile.TemporaryDirectory() as directory:
+            write_jsonl(directory, one)
+            self.assertEqual(run_report(directory).returncode, 0)
+            with open(os.path.join(directory, "report.md"), encoding="utf-8") as f:
+                md = f.read()
+        self.assertIn("Each case ran once", md)
+        # one run each: single values say nothing of a spread, here or below
+        self.assertNotIn("within the spread (its", md)
+        self.assertEqual(row(tables(section(md, "Real programs: mempool against the best peer"))[0],
+                             "redis")["spreads"], "–")
+        text = section(md, "apps")
+        peers = tables(text[text.index("### mempool against the best peer"):])[0]
+        self.assertEqual(row(peers, "redis")["spreads"], "–")
+
+    def test_headline_table_of_the_real_programs(self):
+        table = tables(section(self.md, "Real programs: mempool against the best peer"))[0]
+        self.assertEqual([r["case"] for r in table], ["redis", LONG_COMMAND.replace("|", "\\|")])
+        redis = row(table, "redis")
+        self.assertEqual(redis["metric (unit, better)"], "geomean_rps (requests/s, higher)")
+        self.assertEqual(redis["mempool"], "135,000")
+        self.assertEqual(redis["best peer"], "jemalloc 112,000")
+        self.assertEqual(redis["ratio"], "1.21×")           # 135 / 112
+        self.assertEqual(redis["spreads"], "apart")
+        self.assertEqual(redis["peak RSS, MiB"], "5.00 vs 8.00")
+
+    def test_other_cases_with_the_pools(self):
+        table = tables(section(self.md, "Other cases: mempool against the best peer"))[0]
+        self.assertEqual([(r["workload"], r["case"]) for r in table],
+                         [("compare", "loses"), ("compare", "noisy"), ("compare", "wins"),
+                          ("micro", "pools only")])
+        pools = table[3]
+        self.assertEqual((pools["mempool"], pools["best peer"], pools["ratio"]),
+                         ("object-pool 21.0", "glibc 10.0", "0.476×"))
+        noisy = table[1]
+        self.assertEqual((noisy["ratio"], noisy["spreads"]), ("0.909×", "overlap"))
+
+    def test_where_mempool_loses(self):
+        text = section(self.md, "Where mempool loses")
+        items = [line for line in text.splitlines() if line.startswith("- ")]
+        # the furthest behind first; "wins" and the level ones are no loss
+        self.assertEqual([i.split(":")[0] + ":" + i.split(":")[1] for i in items],
+                         ["- micro: pools only", "- compare: loses", "- compare: noisy"])
+        self.assertIn("0.816× of jemalloc (ns_per_op 12.5 against 10.2 ns/op", items[1])
+        self.assertTrue(items[1].endswith("the spreads lie apart"), items[1])
+        self.assertTrue(items[2].endswith("within the spread (the min–max overlap)"), items[2])
+
+    def test_sections_follow_unchanged(self):
+        headings = re.findall(r"^## (.+)", self.md, re.M)
+        self.assertEqual(headings, ["Real programs: mempool against the best peer",
+                                    "Other cases: mempool against the best peer",
+                                    "Where mempool loses", "Runs and allocators",
+                                    "compare", "micro", "apps", "run"])
+        self.assertEqual(row(tables(section(self.md, "compare"))[0], "loses")
+                         ["mempool vs best peer"], "0.816× (jemalloc)")
+
+    def test_stdout_fits_a_terminal(self):
+        lines = self.result.stdout.splitlines()
+        self.assertEqual(lines[:2], [os.path.join(self.dir, "report.md"),
+                                     os.path.join(self.dir, "plots", "summary.png")])
+        self.assertLessEqual(max(map(len, lines)), 120, self.result.stdout)
+        self.assertIn("Real programs: mempool against the best peer", self.result.stdout)
+        self.assertRegex(self.result.stdout,
+                         r"\nredis +geomean_rps \(requests/s, higher\) +135,000 +"
+                         r"jemalloc 112,000 +1\.21× +apart +5\.00 vs 8\.00\n")
+        # the long command line, cut to fit
+        self.assertRegex(self.result.stdout,
+                         r"\n/usr/bin/python3 -c 'x = .*… +wall_s \(s, lower\)")
+        # the other cases stay in report.md
+        self.assertNotIn("noisy", self.result.stdout)
+        self.assertNotIn("|", self.result.stdout)
+
+
+class SummaryHeatMap(unittest.TestCase):
+    """plots/summary.png: every case against every allocator on one screen."""
+
+    CASES = 60  # at one bar group per case the old summary was 5x taller than wide
+
+    @classmethod
+    def setUpClass(cls):
+        runs = program_runs()
+        for i in range(cls.CASES - 6):  # program_runs has 6 cases
+            for allocator, ns in (("glibc", 10 + i), ("jemalloc", 12), ("mempool", 11),
+                                  ("object-pool", 9), ("std-pmr", 30)):
+                runs.append(run_line("compare", f"{8 * (i + 1)} B, 1 thread", allocator, 0, 1,
+                                     "ns_per_op", "lower", ns))
+        cls.runs = runs
+        report_on(cls, runs)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_at_most_twice_as_tall_as_wide(self):
+        width, height = png_size(os.path.join(self.dir, "plots", "summary.png"))
+        self.assertLessEqual(height, 2 * width, (width, height))
+        self.assertGreater(height, 600)  # a row per case, still readable
+
+    def test_one_row_per_case_programs_first(self):
+        results, plots = report_module("results"), report_module("plots")
+        measured = [r for r in self.runs if "skipped" not in r]
+        rows = results.report_rows(results.primary_rows(measured), measured)
+        self.assertEqual(len(rows), self.CASES)
+        # then the others in the report's workload order, bigbuffers after compare
+        self.assertEqual([r.workload for r in rows[:6]], ["apps"] * 4 + ["run", "compare"])
+        self.assertEqual((rows[-1].workload, rows[-1].case), ("bigbuffers", "1 MiB"))
+        allocators, grid = plots.summary_grid(rows)
+        self.assertEqual(len(grid), self.CASES)
+        # the report's fixed column order
+        self.assertEqual(allocators, ["glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool",
+                                      "mempool-heap", "object-pool", "std-pmr"])
+
+    def test_cells_are_ratios_to_the_best_of_the_row(self):
+        results, plots = report_module("results"), report_module("plots")
+        measured = [r for r in self.runs if "skipped" not in r]
+        rows = results.report_rows(results.primary_rows(measured), measured)
+        allocators, grid = plots.summary_grid(rows)
+        cells = dict(zip(allocators, grid[0]))  # apps: python, wall_s, lower is better
+        self.assertAlmostEqual(cells["mempool"], 1.0)               # 1.5 s, the best
+        self.assertAlmostEqual(cells["glibc"], 1.5 / 2.0)
+        self.assertIsNone(cells["object-pool"])                     # no run: blank
+        redis = dict(zip(allocators, grid[1]))                      # higher is better
+        self.assertAlmostEqual(redis["jemalloc"], 128e3 / 140e3)
+
+    def test_report_shows_it_first(self):
+        self.assertIn("(plots/summary.png)", self.md.split("\n## ", 1)[0])
 
 
 # bigheap: lookup_s (lower is better), with the faults and huge pages of each run.

@@ -65,6 +65,24 @@ def md_table(header, rows, text_columns=1):
     return lines
 
 
+def text_table(header, rows, text_columns=1, width=None):
+    """A table for a terminal: columns padded with two spaces between, the
+    first text_columns left-aligned, the rest right-aligned. With width, the
+    first column is cut (with an ellipsis) so that no line is wider."""
+    table = [list(header)] + [list(row) for row in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    if width is not None:
+        rest = sum(widths[1:]) + 2 * (len(widths) - 1)
+        widths[0] = max(1, min(widths[0], width - rest))
+    lines = []
+    for row in table:
+        row[0] = cut(row[0], widths[0])
+        cells = [cell.ljust(w) if i < text_columns else cell.rjust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
 
 def bytes_text(n):
     """3 significant digits and a binary unit: "64.0 MiB", "3.81 KiB", "400 B"."""

@@ -5,9 +5,10 @@ import os
 import re
 import sys
 
-from results import (ALLOCATOR_ORDER, BASELINE, PERCENTILES, PROGRAM_WORKLOADS, RSS, group_by,
-                     latency_medians, median_of, metric, metric_stats, ordered_allocators,
-                     ordered_workloads, ratio_spread, rows_by_case)
+from results import (ALLOCATOR_ORDER, BASELINE, PERCENTILES, PROGRAM_WORKLOADS, RSS, SUBJECT,
+                     group_by, latency_medians, machine_facts, median_of, metric, metric_stats,
+                     ordered_allocators, ordered_workloads, ratio_spread, report_rows,
+                     rows_by_case)
 
 MAX_PANELS = 4  # cases per latency / threads figure; more would be unreadable
 DPI = 100
@@ -217,41 +218,81 @@ def plot_rss(plt, workload, wruns, out):
     return save(plt, fig, os.path.join(out, f"{workload}_rss.png"))
 
 
-def plot_summary(plt, tables, out):
-    """Horizontal bars from 1.0: every allocator's ratio to glibc per case."""
-    from matplotlib import ticker
-    rows = [row for metric_tables in tables.values() for rows in metric_tables for row in rows
-            if BASELINE in row.stats and len(row.stats) > 1]
-    values = {}
-    for row in rows:
-        for allocator in row.stats:
-            r = row.ratio(allocator)
-            if allocator != BASELINE and r is not None and r > 0:
-                values[(f"{row.workload}: {row.case}", allocator)] = r
-    if not values:
+def summary_grid(rows):
+    """(allocators in column order, [[ratio to the row's best or None]] per
+    row) of the summary heat map."""
+    allocators = ordered_allocators(a for row in rows for a in row.stats)
+    return allocators, [[row.ratio_to_best(a) for a in allocators] for row in rows]
+
+
+def cell_text(ratio):
+    return "" if ratio is None else f"{ratio:.2f}" if ratio >= 0.005 else "<.01"
+
+
+def plot_summary(plt, rows, facts, out):
+    """A heat map, one row per case (rows, real programs first) and one column
+    per allocator: its median primary metric against the row's best, in the
+    metric's sense (1: the best), in colour and in figures. Never more than
+    twice as tall as it is wide, so that it reads on one screen."""
+    import numpy as np
+    from matplotlib import colors, patches
+    if not rows:
         return None
-    labels = list(dict.fromkeys(g for g, _ in values))
-    allocators = {a for _, a in values}
-    height = min(60, max(3.5, 1.2 + len(labels) * (0.22 * len(allocators) + 0.2)))
-    fig, ax = plt.subplots(figsize=(10, height))
-    positions = grouped_bars(ax, plt, labels, values, horizontal=True, base=1.0)
-    ax.set_xscale("log")  # 2x better and 2x worse are the same distance from 1
-    limit = max(max(values.values()), 1 / min(values.values())) * 1.3
-    ax.set_xlim(1 / limit, limit)
-    # ticks at powers of two (0.5, 1, 2, 4): a decade apart would leave only "1"
-    ax.xaxis.set_major_locator(ticker.LogLocator(base=2))
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.axvline(1.0, color="black", linewidth=1)
-    ax.set_yticks(positions)
-    ax.set_yticklabels(labels)
-    ax.invert_yaxis()  # first case at the top, as in the tables
-    ax.set_xlabel("ratio to glibc, median primary metric (> 1: better than glibc; log scale)")
-    ax.set_title("All workloads: each allocator against glibc")
-    ax.grid(True, axis="x", which="both", alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
-    return save(plt, fig, os.path.join(out, "summary.png"))
+    allocators, grid = summary_grid(rows)
+    values = np.array([[np.nan if v is None else v for v in line] for line in grid], dtype=float)
+    labels = [short(f"{row.workload}: {row.case}".replace("\n", " "), 50) for row in rows]
+    height = 2.6 + 0.28 * len(rows)
+    width = max(0.6 + 0.065 * max(len(label) for label in labels) + 0.75 * len(allocators),
+                height / 2, 6.4)
+    fig, ax = plt.subplots(figsize=(width, height))
+    cmap = plt.get_cmap("RdYlGn").copy()
+    cmap.set_bad("#d0d0d0")  # no run: grey, and no figure in it
+    # a log scale: half as good is as far from the best as twice that is from
+    # half; a quarter of the best and below all the deepest red
+    norm = colors.LogNorm(vmin=0.25, vmax=1.0, clip=True)
+    shown = np.ma.masked_invalid(np.clip(values, 1e-3, None))
+    ax.imshow(shown, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+    for i, line in enumerate(grid):
+        for j, ratio in enumerate(line):
+            if ratio is None:
+                continue
+            r, g, b, _ = cmap(norm(max(ratio, 1e-3)))
+            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+            ax.text(j, i, cell_text(ratio), ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+    ax.set_xticks(range(len(allocators)))
+    ax.set_xticklabels(allocators, rotation=40, ha="left")
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels, fontsize=9)
+    for tick in ax.get_xticklabels():
+        if tick.get_text() == SUBJECT:
+            tick.set_fontweight("bold")
+    if SUBJECT in allocators:  # the subject's column framed, to find it at once
+        ax.add_patch(patches.Rectangle((allocators.index(SUBJECT) - 0.5, -0.5), 1, len(rows),
+                                       fill=False, edgecolor="black", linewidth=2))
+    # white lines between cells, black ones between workloads
+    ax.set_xticks([x - 0.5 for x in range(1, len(allocators))], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, len(rows))], minor=True)
+    ax.grid(which="minor", color="white", linewidth=1)
+    ax.tick_params(which="minor", length=0)
+    for i in range(1, len(rows)):
+        if rows[i].workload != rows[i - 1].workload:
+            ax.axhline(i - 0.5, color="black", linewidth=1.5)
+    facts = dict(facts)
+    machine = facts.get("CPU", "CPU not recorded")
+    if "cores" in facts:
+        machine += f", {facts['cores']} cores"
+    fig.suptitle(f"Each allocator against the best of its row (1.00: the best; lower: worse)\n"
+                 f"median primary metric in its own sense; grey: no run; {machine}",
+                 fontsize=11)
+    # the figure's size kept (no "tight" bounding box): its aspect is the
+    # promise; room on the right for the last column's slanted name
+    fig.tight_layout(rect=(0, 0, 1 - 0.9 / width, 1 - 0.55 / height))
+    path = os.path.join(out, "summary.png")
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
 
 
 def normalised_to_glibc(cases):
@@ -339,7 +380,7 @@ def make_plots(plt, runs, tables, out):
     os.makedirs(out, exist_ok=True)
     measured = [r for r in runs if "skipped" not in r]
     plots = {}
-    summary = plot_summary(plt, tables, out)
+    summary = plot_summary(plt, report_rows(tables, runs), machine_facts(runs), out)
     if summary:
         plots["summary"] = [summary]
     for workload in ordered_workloads(measured):

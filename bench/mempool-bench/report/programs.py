@@ -4,7 +4,8 @@ redis' requests/s per command."""
 
 from formatting import escape, fmt3, md_table, unit_for
 from results import (BASELINE, PEERS, PROGRAM_WORKLOADS, RSS, SUBJECT, group_by, metric,
-                     metric_stats, ordered_allocators, ratio_to_baseline, rows_by_case)
+                     metric_stats, ordered_allocators, ratio_to_baseline, rows_by_case,
+                     spreads_word)
 
 # redis-benchmark's tests, in the order it runs them: metrics "rps_<command>".
 REDIS_COMMANDS = ["get", "set", "lpush", "lpop", "sadd", "hset", "zadd"]
@@ -50,7 +51,7 @@ def peer_table(rows, wruns):
                  f"{peer} {spread_text(theirs, scale)}" if theirs else "–"]
         found = row.vs_best_peer()
         cells.append(f"{fmt3(found[0])}×" if found else "–")
-        cells.append(("overlap" if mine.overlaps(theirs) else "apart") if mine and theirs else "–")
+        cells.append((spreads_word(mine, theirs) or "–") if mine and theirs else "–")
 
         rss = metric_stats(by_case.get(row.case, []), RSS)
         low_peer = lowest_rss_peer(rss)
@@ -69,8 +70,9 @@ def peer_table(rows, wruns):
              f"Per case, in its own primary metric: {SUBJECT}'s median over the repetitions "
              f"(min–max), and that of the best of {peers} (the best median); {SUBJECT}'s ratio "
              f"to it in the metric's sense (> 1: {SUBJECT} better); whether the two min–max "
-             f"spreads overlap or lie apart. Peak RSS: the medians of {SUBJECT} and of the peer "
-             f"with the lowest, and their ratio (> 1: {SUBJECT} smaller).", ""]
+             "spreads overlap or lie apart (– where both ran once). Peak RSS: the medians of "
+             f"{SUBJECT} and of the peer with the lowest, and their ratio (> 1: {SUBJECT} "
+             "smaller).", ""]
             + md_table(header, table, 2) + [""])
 
 

@@ -25,6 +25,10 @@ WORKLOAD_ORDER = [
 # replacements) measured in the same run.
 SUBJECT = "mempool"
 PEERS = ["glibc", "mimalloc", "jemalloc", "tcmalloc"]
+# Where mempool's malloc did not run (a pool workload), its best own pool
+# stands for it, against the standard library's: new/delete and std::pmr.
+POOLS = ["mempool-heap", "object-pool", "bitmap-pool", "size-class-pool"]
+POOL_PEERS = ["glibc", "std-pmr"]
 # Workloads that run whole programs, one case each: a table against the best
 # peer per case, whose primary metric may differ from case to case.
 PROGRAM_WORKLOADS = ["apps", "run"]
@@ -197,6 +201,26 @@ def best_of(better, stats, candidates):
     return pick(present, key=lambda c: stats[c].median)
 
 
+def spreads_word(mine, theirs):
+    """"overlap" or "apart" for the min-max spreads of two Stats; None when
+    both ran once, where single values being apart says nothing."""
+    if mine.count == 1 and theirs.count == 1:
+        return None
+    return "overlap" if mine.overlaps(theirs) else "apart"
+
+
+class Match:
+    """mempool (or its best pool) against the best peer in one row: who they
+    are, their Stats, and the ratio of their medians (> 1: mempool better)."""
+
+    def __init__(self, subject, mine, peer, theirs, ratio):
+        self.subject, self.mine, self.peer, self.theirs = subject, mine, peer, theirs
+        self.ratio = ratio
+
+    def spreads(self):
+        return spreads_word(self.mine, self.theirs)
+
+
 class Row:
     """One (workload, case) of the main table: per allocator, the Stats of the
     primary metric."""
@@ -217,18 +241,39 @@ class Row:
         return ratio_to_baseline(self.better, self.stats[allocator].median,
                                  self.stats[BASELINE].median)
 
+    def ratio_to_best(self, allocator):
+        """The allocator's median against the row's best (1: the best, < 1
+        worse), or None when it did not run."""
+        if allocator not in self.stats:
+            return None
+        return ratio_to_baseline(self.better, self.stats[allocator].median, self.best())
+
     def best_peer(self):
         """The peer (PEERS) with the best median, or None when none ran."""
         return best_of(self.better, self.stats, PEERS)
 
+    def against(self, subjects, peers):
+        """A Match of the best of subjects against the best of peers, or None
+        when either is missing."""
+        mine = best_of(self.better, self.stats, subjects)
+        peer = best_of(self.better, self.stats, peers)
+        if mine is None or peer is None:
+            return None
+        r = ratio_to_baseline(self.better, self.stats[mine].median, self.stats[peer].median)
+        return None if r is None else Match(mine, self.stats[mine], peer, self.stats[peer], r)
+
     def vs_best_peer(self):
         """(mempool's ratio to the best peer, > 1: mempool better; the peer),
         or None when mempool or no peer ran."""
-        peer = self.best_peer()
-        if peer is None or SUBJECT not in self.stats:
-            return None
-        r = ratio_to_baseline(self.better, self.stats[SUBJECT].median, self.stats[peer].median)
-        return None if r is None else (r, peer)
+        found = self.against([SUBJECT], PEERS)
+        return None if found is None else (found.ratio, found.peer)
+
+    def match(self):
+        """mempool against the best peer; where mempool did not run, its best
+        pool against the best of POOL_PEERS. None when neither pair ran."""
+        if SUBJECT in self.stats:
+            return self.against([SUBJECT], PEERS)
+        return self.against(POOLS, POOL_PEERS)
 
 
 def primary_rows(runs):
@@ -252,6 +297,55 @@ def rows_by_case(metric_tables, wruns):
     order = {case: i for i, case in enumerate(dict.fromkeys(r["case"] for r in wruns))}
     rows = [row for rows in metric_tables for row in rows]
     return sorted(rows, key=lambda row: order.get(row.case, len(order)))
+
+
+def report_rows(tables, runs):
+    """Every row of the main tables, the real programs (PROGRAM_WORKLOADS)
+    first, then workload by workload; within one, the cases in the order they
+    ran."""
+    measured = [r for r in runs if "skipped" not in r]
+    order = ([w for w in PROGRAM_WORKLOADS if w in tables]
+             + [w for w in tables if w not in PROGRAM_WORKLOADS])
+    return [row for w in order
+            for row in rows_by_case(tables[w], [r for r in measured if r["workload"] == w])]
+
+
+def cpu_text(machine):
+    """"AMD EPYC (family 25, model 1)": the model name may be vague, the
+    family and model numbers (newer records) say which part it is."""
+    name = machine.get("cpu") if isinstance(machine.get("cpu"), str) and machine["cpu"] else None
+    numbers = [f"{word} {machine[key]}" for key, word in (("cpu_family", "family"),
+                                                         ("cpu_model", "model"))
+               if isinstance(machine.get(key), int) and not isinstance(machine[key], bool)]
+    if not numbers:
+        return name
+    return f"{name or 'CPU'} ({', '.join(numbers)})"
+
+
+# (key of the machine object, label); "cpu" through cpu_text.
+MACHINE_FACTS = [("cpu", "CPU"), ("cores", "cores"), ("kernel", "kernel"),
+                 ("compiler", "compiler"), ("build_type", "build"), ("glibc", "glibc"),
+                 ("commit", "commit"), ("date", "date")]
+
+
+def machine_facts(runs):
+    """[(label, text)] of the machine the runs' records describe, for the keys
+    they have; a key with several values (results appended over time) lists
+    them, dates as a range."""
+    machines = [r["machine"] for r in runs if isinstance(r.get("machine"), dict)]
+    facts = []
+    for key, label in MACHINE_FACTS:
+        values = [cpu_text(m) if key == "cpu" else m.get(key) for m in machines]
+        values = list(dict.fromkeys(str(v) for v in values
+                                    if v not in (None, "") and not isinstance(v, (dict, list))))
+        if not values:
+            continue
+        if key == "date" and len(values) > 1:
+            text = f"{min(values)} to {max(values)}"  # ISO-8601 sorts as text
+        else:
+            text = ", ".join(values)
+        facts.append((label, text))
+    return facts
 
 
 def latency_series(run):

@@ -1,4 +1,4 @@
-"""The report's Markdown sections: header, main tables, peak resident memory,
+"""The report's Markdown sections: runs and allocators, main tables, peak resident memory,
 latency, counters, skipped runs and warnings."""
 
 import datetime
@@ -28,23 +28,20 @@ VS_BEST_PEER_NOTE = (f"{VS_BEST_PEER}: {SUBJECT}'s median against the best media
                      f"sense (> 1: {SUBJECT} better), naming that peer.")
 
 
-def header_section(runs, directory):
+def runs_section(runs, directory):
+    """When the results were written, their label, the allocators (version,
+    environment, where malloc came from), the repetitions."""
     path = os.path.join(directory, "results.jsonl")
     when = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc)
     machine = runs[0].get("machine") if isinstance(runs[0].get("machine"), dict) else {}
     libraries = machine.get("libraries") if isinstance(machine.get("libraries"), dict) else {}
     measured = [r for r in runs if "skipped" not in r]
 
-    lines = ["# mempool-bench report", "",
+    lines = ["## Runs and allocators", "",
              f"Results of {when:%Y-%m-%d %H:%M} UTC (results.jsonl's modification time).", ""]
     labels = sorted({r["label"] for r in runs if isinstance(r.get("label"), str) and r["label"]})
     if labels:
         lines += ["Label: " + ", ".join(labels), ""]
-    facts = [("CPU", machine.get("cpu")), ("cores", machine.get("cores")),
-             ("kernel", machine.get("kernel")), ("compiler", machine.get("compiler")),
-             ("build", machine.get("build_type")), ("glibc", machine.get("glibc"))]
-    known = [f"{k} {v}" for k, v in facts if v not in (None, "")]
-    lines += ["Machine: " + ("; ".join(known) if known else "not recorded") + ".", ""]
 
     lines.append("Allocators:")
     for allocator in ordered_allocators(r["allocator"] for r in runs):
