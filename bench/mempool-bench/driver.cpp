@@ -118,11 +118,19 @@ Available available_allocators(const std::vector<std::string>& wanted, bool expl
 class Progress {
  public:
   explicit Progress(std::size_t total) : total_(total), tty_(::isatty(STDERR_FILENO) != 0) {}
+  // On a terminal, one line rewritten for every run; into a log (CI, a pipe), a
+  // line each time the workload changes, so that the log shows where it is.
   void show(std::size_t done, const Run& r) {
-    if (!tty_) return;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
     const double left =
         done == 0 ? 0 : elapsed / static_cast<double>(done) * static_cast<double>(total_ - done);
+    if (!tty_) {
+      if (r.spec.workload == last_workload_) return;
+      last_workload_ = r.spec.workload;
+      std::fprintf(stderr, "[%zu/%zu] %s (%.0f s so far)\n", done + 1, total_,
+                   r.spec.workload.c_str(), elapsed);
+      return;
+    }
     std::fprintf(stderr, "\r\033[K[%zu/%zu] %s %s, %d thread%s; about %.0f s left", done + 1,
                  total_, r.spec.workload.c_str(), r.spec.allocator.c_str(), r.spec.threads,
                  r.spec.threads == 1 ? "" : "s", left);
@@ -135,6 +143,7 @@ class Progress {
   using Clock = std::chrono::steady_clock;
   std::size_t total_;
   bool tty_;
+  std::string last_workload_;
   Clock::time_point start_ = Clock::now();
 };
 
@@ -222,6 +231,37 @@ int run_plan(const Options& o, const std::vector<Run>& runs, const Available& av
   return 0;
 }
 
+// --dry-run: each case of the first repetition with its allocators, then the
+// number of runs, so that what a suite will do can be seen before it runs.
+void print_plan(const std::vector<Run>& runs) {
+  std::string line;
+  std::string last;
+  std::size_t repetitions = 0;
+  for (const Run& r : runs) {
+    repetitions = std::max(repetitions, r.repetition + 1);
+    if (r.repetition != 0) continue;
+    const RunSpec& s = r.spec;
+    std::string what = s.workload;
+    if (!s.app.empty()) what += " " + s.app;
+    if (s.size != 0)
+      what += std::string(s.mixed ? " mixed up to " : " ") + std::to_string(s.size) + " B";
+    if (!s.replace.empty()) what += " " + s.replace;
+    what += ", " + std::to_string(s.threads) + (s.threads == 1 ? " thread:" : " threads:");
+    if (what != last) {
+      if (!line.empty()) std::printf("%s\n", line.c_str());
+      line = what;
+      last = what;
+    }
+    if (line.size() + 1 + s.allocator.size() > 120) {  // a terminal's width
+      std::printf("%s\n", line.c_str());
+      line = "   ";
+    }
+    line += " " + s.allocator;
+  }
+  if (!line.empty()) std::printf("%s\n", line.c_str());
+  std::printf("%zu runs in %zu repetitions\n", runs.size(), repetitions);
+}
+
 }  // namespace
 
 int run_plan_for(const Options& o, const std::vector<Part>& parts) {
@@ -237,6 +277,10 @@ int run_plan_for(const Options& o, const std::vector<Part>& parts) {
   if (av.names.empty()) {
     std::fprintf(stderr, "mempool-bench: none of the allocators asked for is available\n");
     return 1;
+  }
+  if (o.dry_run) {
+    print_plan(runs);
+    return 0;
   }
   return run_plan(o, runs, av);
 }

@@ -40,6 +40,8 @@ struct Options {
   std::string format = "table";
   std::string out = "bench-results";
   bool quick = false;
+  bool full = false;     // suite: every workload, not the headline subset
+  bool dry_run = false;  // print the plan of runs, run nothing
   bool list = false;
   bool child = false;  // internal: run one measurement, print its JSON line
 };
@@ -75,7 +77,13 @@ std::vector<std::string> default_allocators(const std::vector<Part>& parts);
 // counts, each of the case's allocators in turn), then the next repetition.
 std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
                            const std::vector<std::string>& allocators, bool explicit_list);
-// The suite: every workload but run (about 12 minutes on 2 cores).
+// The suite's default: the real programs and one case of each classic pool
+// workload, single-threaded where a thread count is a choice, plus a cross-thread
+// server, short-lived threads and fragmentation (about 7 minutes on 2 cores at 3
+// repetitions).
+std::vector<Part> headline_parts(const RunSpec& base);
+// suite --full: every workload but bigheap and run, at every thread count
+// (about 45 minutes on 2 cores at 3 repetitions, programs 5).
 std::vector<Part> suite_parts(const RunSpec& base);
 
 // --- machine_info.cpp

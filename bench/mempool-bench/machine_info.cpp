@@ -1,9 +1,11 @@
-// The machine, recorded with every run: CPU, kernel, compiler, and the version
-// of each allocator measured.
+// The machine, recorded with every run: CPU (name, family and model: a name
+// such as "AMD EPYC" alone does not say which generation), kernel, compiler, the
+// commit measured, the date, and the version of each allocator measured.
 #include <gnu/libc-version.h>
 #include <sys/utsname.h>
 
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <thread>
 
@@ -16,6 +18,9 @@ namespace mempool_bench {
 #endif
 #ifndef MEMPOOL_BENCH_VERSION
 #define MEMPOOL_BENCH_VERSION "unknown"
+#endif
+#ifndef MEMPOOL_BENCH_SOURCE_DIR
+#define MEMPOOL_BENCH_SOURCE_DIR "."
 #endif
 
 using nlohmann::json;
@@ -51,6 +56,29 @@ std::string command_line_output(const std::string& command) {
   return line;
 }
 
+// A number from /proc/cpuinfo ("cpu family", "model"), -1 where there is none.
+int cpuinfo_number(const char* key) {
+  const std::string v = first_line_with("/proc/cpuinfo", key);
+  return v.empty() || v.find_first_not_of("0123456789") != std::string::npos ? -1 : std::stoi(v);
+}
+
+// The commit of the tree the benchmark was built from ("-dirty" with changes not
+// committed), or "unknown" outside a git checkout.
+std::string source_commit() {
+  const std::string c = command_line_output(std::string("git -C '") + MEMPOOL_BENCH_SOURCE_DIR +
+                                            "' describe --always --dirty --abbrev=10 2>/dev/null");
+  return c.empty() ? "unknown" : c;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm t{};
+  ::gmtime_r(&now, &t);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &t);
+  return buf;
+}
+
 // The version of what an allocator runs: glibc's and mempool's own, or the
 // Debian package that installed a preloaded library.
 std::string library_version(const std::string& name, const std::string& path) {
@@ -79,11 +107,15 @@ json machine_info(const std::map<std::string, std::string>& libraries) {
   const std::string compiler = std::string("GCC ") + __VERSION__;
 #endif
   return {{"cpu", first_line_with("/proc/cpuinfo", "model name")},
+          {"cpu_family", cpuinfo_number("cpu family")},
+          {"cpu_model", cpuinfo_number("model\t")},
           {"cores", std::thread::hardware_concurrency()},
           {"kernel", std::string(u.release)},
           {"compiler", compiler},
           {"build_type", MEMPOOL_BENCH_BUILD_TYPE},
           {"glibc", gnu_get_libc_version()},
+          {"commit", source_commit()},
+          {"date", utc_now()},
           {"libraries", versions}};
 }
 

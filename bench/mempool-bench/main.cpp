@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"mempool-bench: mempool against glibc, mimalloc, jemalloc and tcmalloc"};
   app.add_option("command", o.command,
-                 "a workload, 'suite' (the default set), 'report' or 'run' (-- CMD ARGS...)")
+                 "a workload, 'suite' (the headline subset; with --full, every workload), 'report' "
+                 "or 'run' (-- CMD ARGS...)")
       ->check(CLI::IsMember(command_names()));
   app.add_option("dir", o.report_dir, "report: the folder of saved results");
   app.add_option("--allocators", o.allocators,
@@ -122,7 +123,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "csv", "json"}));
   app.add_option("--out", o.out, "folder for results.jsonl and results.csv");
   app.add_flag("--quick", o.quick, "short runs, 1 repetition: a smoke test");
+  app.add_flag("--full", o.full,
+               "suite: every workload at every thread count (about 45 minutes on 2 cores), "
+               "not the headline subset (about 7)");
   app.add_flag("--list", o.list, "workloads and allocators");
+  app.add_flag("--dry-run", o.dry_run,
+               "print each case with its allocators and the number of runs; run nothing");
   app.add_flag("--child", o.child)->group("");  // internal
   try {
     app.parse(own, argv);
@@ -138,6 +144,7 @@ int main(int argc, char** argv) {
       return run_report(o.report_dir);
     }
     if (!o.report_dir.empty()) throw CLI::ValidationError("dir", "only report takes a folder");
+    if (o.full && o.command != "suite") throw CLI::ValidationError("--full", "only suite takes it");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     return usage_error(e.what());
@@ -158,7 +165,7 @@ int main(int argc, char** argv) {
     if (app.count("--repeat") == 0) o.repeat = o.quick ? 1 : 3;
     if (app.count("--seconds") == 0 && !o.quick) o.seconds = 0.3;
     if (app.count("--warmup") == 0 && !o.quick) o.warmup = 0.05;
-    parts = suite_parts(base_spec(o));
+    parts = o.full || o.quick ? suite_parts(base_spec(o)) : headline_parts(base_spec(o));
     if (threads_given)
       for (Part& p : parts)
         if (p.given.workload != "apps") p.threads = o.threads;

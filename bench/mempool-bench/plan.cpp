@@ -118,6 +118,38 @@ std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
   return runs;
 }
 
+std::vector<Part> headline_parts(const RunSpec& base) {
+  auto part = [&](const char* workload, std::vector<int> threads) {
+    Part p{base, std::move(threads)};
+    p.given.workload = workload;
+    return p;
+  };
+  Part compare64 = part("compare", {1});
+  compare64.given.size = 64;
+  Part compare_mixed = part("compare", {1});
+  compare_mixed.given.mixed = true;
+  compare_mixed.given.size = 256;
+  Part throughput = part("throughput", {1});
+  throughput.given.mixed = true;
+  throughput.given.window = true;
+  // The programs whose time the allocator moves most; g++ costs 9 s a run but is
+  // the compiler of "real programs decide". redis with one request in flight
+  // waits on the loopback more than on malloc, and redis-bigheap loads a million
+  // keys: both are in --full.
+  Part apps = part("apps", {});
+  if (base.app.empty()) apps.given.app = "redis-pipelined,python,sqlite,gxx";
+  const int cores = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  return {apps,
+          compare64,
+          compare_mixed,
+          part("micro", {}),
+          part("rounds", {1}),
+          throughput,
+          part("server", {cores}),
+          part("churn", {}),
+          part("fragmentation", {})};
+}
+
 std::vector<Part> suite_parts(const RunSpec& base) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto part = [&](const char* workload, std::vector<int> threads) {

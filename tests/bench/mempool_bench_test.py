@@ -104,6 +104,37 @@ class Arguments(unittest.TestCase):
                      "size-class-pool", "std-pmr", "bigheap", *HUGE_PAGE_ALLOCATORS]:
             self.assertIn(name, r.stdout)
 
+    def test_suite_is_the_headline_subset_and_full_is_every_workload(self):
+        def plan(*args):
+            r = run("suite", "--dry-run", *args)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertTrue(all(len(x) <= 120 for x in lines), r.stdout)
+            runs, repetitions = re.fullmatch(r"(\d+) runs in (\d+) repetitions",
+                                             lines[-1]).groups()
+            cases = [x.split(":")[0] for x in lines[:-1] if not x.startswith(" ")]
+            return cases, int(runs), int(repetitions)
+
+        head, head_runs, head_reps = plan()
+        full, full_runs, full_reps = plan("--full")
+        self.assertEqual((head_reps, full_reps), (3, 5))  # programs: 5 in --full
+        workloads = lambda cases: {c.split()[0].rstrip(",") for c in cases}
+        self.assertEqual(workloads(head), {"apps", "compare", "micro", "rounds", "throughput",
+                                           "server", "churn", "fragmentation"})
+        self.assertIn("compare 64 B, 1 thread", head)
+        self.assertNotIn("apps redis, 1 thread", head)  # waits on the loopback: --full only
+        self.assertIn("apps gxx, 1 thread", head)
+        self.assertTrue({"queue", "prodcons", "scaling", "bigbuffers", "handoff"}
+                        <= workloads(full))
+        self.assertIn("apps redis-bigheap, 1 thread", full)
+        self.assertGreater(full_runs, 2 * head_runs)
+        # --apps narrows the headline's programs too; --full belongs to suite alone.
+        apps, _, _ = plan("--apps=sqlite")
+        self.assertEqual([c for c in apps if c.startswith("apps")], ["apps sqlite, 1 thread"])
+        r = run("compare", "--full")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--full", r.stderr)
+
     def test_csv_and_json_formats_on_stdout(self):
         with tempfile.TemporaryDirectory() as d:
             common = ["compare", "--quick", "--allocators=glibc,mempool-heap", "--size=64",
@@ -137,6 +168,15 @@ def check_record(test, rec):
                 "malloc_from"]:
         test.assertIn(key, rec)
     test.assertTrue(MACHINE_KEYS <= set(rec["machine"]), rec["machine"])
+    # The CPU's family and model say which generation a vague name ("AMD EPYC") is; the
+    # commit and the date say what was measured when.
+    machine = rec["machine"]
+    with open("/proc/cpuinfo") as f:
+        cpuinfo = dict(line.split(":", 1) for line in f if ":" in line)
+    test.assertEqual(machine["cpu_family"], int(cpuinfo["cpu family\t"]))
+    test.assertEqual(machine["cpu_model"], int(cpuinfo["model\t\t"]))
+    test.assertRegex(machine["commit"], r"^([0-9a-f]{10,}(-dirty)?|unknown)$")
+    test.assertRegex(machine["date"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
     # Every allocator of the run has a version, and glibc's is the C library's.
     versions = rec["machine"]["libraries"]
     test.assertTrue(versions.get(rec["allocator"]), versions)
