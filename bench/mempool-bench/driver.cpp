@@ -225,8 +225,9 @@ int run_plan(const Options& o, const std::vector<Run>& runs, const Available& av
       std::printf("%s\n", csv_row(r).c_str());
   } else {
     print_table(records, av.names);
-    std::printf("\n%zu runs; results in %s and %s\n", records.size(), jsonl_path.c_str(),
-                csv_path.c_str());
+    std::printf("\n");
+    print_wrapped(
+        std::to_string(records.size()) + " runs; results in " + jsonl_path + " and " + csv_path, 2);
   }
   return 0;
 }

@@ -93,7 +93,16 @@ nlohmann::json machine_info(const std::map<std::string, std::string>& libraries)
 
 // --- results_table.cpp
 double median(std::vector<double> v);
-// One table per workload: a row per case, a column per allocator.
+// The widest line printed on the console: a terminal wraps anything wider into noise.
+inline constexpr std::size_t kConsoleWidth = 120;
+// text in lines of at most kConsoleWidth (but for a longer word), the next ones
+// indented by indent.
+void print_wrapped(const std::string& text, std::size_t indent);
+// Per workload, a table of the malloc replacements and one of the in-process APIs
+// (each with glibc): a row per case measured, a column per allocator measured, the
+// median and its ratio to glibc (without glibc, to the row's best), '*' on the best;
+// then why runs were skipped. No line wider than kConsoleWidth: case names cut in
+// their middle, the columns in blocks that each repeat the case column.
 void print_table(const std::vector<nlohmann::json>& records,
                  const std::vector<std::string>& allocators);
 extern const char* const kCsvHeader;

@@ -10,7 +10,10 @@
                                                     mempool's heap profilers
     mempool_bench_test.py MEMPOOL_BENCH WORKLOAD    a --quick run of WORKLOAD for every allocator
                                                     present: the JSON and CSV schemas, the
-                                                    workload's own invariants, report.md
+                                                    workload's own invariants, report.md,
+                                                    the console's table
+    mempool_bench_test.py MEMPOOL_BENCH table       the console's table: every allocator within
+                                                    120 characters, each cell a median
 
 Each case asserts behaviour that a broken tool would get wrong.
 """
@@ -19,6 +22,7 @@ import csv
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -280,6 +284,178 @@ def check_workload(test, rec):
             test.assertGreater(m["wall_s"], 0)
 
 
+# The console's widest line: a terminal wraps anything wider into noise.
+CONSOLE_WIDTH = 120
+IN_PROCESS = {"mempool-heap", "object-pool", "bitmap-pool", "size-class-pool", "std-pmr"}
+# The table's units, in the metric's own: time in s (ns for *_ns), memory in KiB.
+UNITS = {
+    "time": {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1},
+    "rate": {"/s": 1, "k/s": 1e3, "M/s": 1e6, "G/s": 1e9},
+    "memory": {"B": 1 / 1024, "KiB": 1, "MiB": 1024, "GiB": 1024 ** 2, "TiB": 1024 ** 3},
+    "count": {"": 1, "k": 1e3, "M": 1e6, "G": 1e9},
+}
+CELL = re.compile(r"(?P<lo>[0-9.]+-)?(?P<num>[0-9.]+)(?P<unit>[a-zA-Z/]*)"
+                  r"(?: (?P<ratio>[0-9.]+)x)?(?P<best>\*)?")
+
+
+def metric_units(metric):
+    """The units of a metric's cells, as multiples of the metric's own unit."""
+    if metric.endswith("rps") or metric == "ops_per_s":
+        return UNITS["rate"]
+    if metric.endswith("_ns") or metric == "ns_per_op":
+        return {k: v * 1e9 for k, v in UNITS["time"].items()}
+    if metric.endswith("_s"):
+        return UNITS["time"]
+    if metric.endswith("_kib"):
+        return UNITS["memory"]
+    return UNITS["count"]
+
+
+def parse_console_tables(stdout):
+    """The tables of the console: [{workload, title, reference, columns, rows}], rows
+    {(row title, column): cell}, a block's rows under the case row before them."""
+    tables = []
+    block = None
+    for line in stdout.splitlines():
+        if line and not line.startswith(" ") and ": median " in line:
+            tables.append({"workload": line.split(",")[0], "title": line, "reference": None,
+                           "columns": [], "rows": {}, "titles": []})
+            block = None
+        elif line.startswith("  cells: "):
+            tables[-1]["reference"] = "glibc" if "ratio to glibc" in line else "best"
+        elif line.startswith("  case "):
+            block = line.split()[1:]
+            tables[-1]["columns"] += block
+            row_case = None
+        elif not line.strip() or " skipped: " in line:
+            block = None
+        elif block is not None:
+            fields = re.split(r"\s{2,}", line.strip())
+            if len(fields) != 1 + len(block):
+                raise AssertionError(f"a row of {len(block)} columns: {line!r}")
+            title = fields[0]
+            if title in ("min-max", "peak RSS"):
+                key = (row_case, title)
+            else:
+                row_case = key = title
+                if title not in tables[-1]["titles"]:
+                    tables[-1]["titles"].append(title)
+            for column, cell in zip(block, fields[1:]):
+                tables[-1]["rows"][(key, column)] = cell
+    return tables
+
+
+def full_case(title, cases):
+    """The case a row's title names: itself, or the one case its ends match."""
+    if title in cases or "..." not in title:
+        return title
+    # Cut in its middle: its start, "...", its end (which may hold a "..." of its own).
+    cut = title.index("...")
+    head, tail = title[:cut], title[cut + 3:]
+    found = [c for c in cases
+             if c.startswith(head) and c.endswith(tail) and len(c) > len(head) + len(tail) + 3]
+    if len(found) != 1:
+        raise AssertionError(f"{title!r} names {found} of {cases}")
+    return found[0]
+
+
+def rounded_to(text):
+    """Half the place value of the last digit of a number's text: how far from it
+    the number it was rounded from can be."""
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return 0.5 * 10 ** -decimals * (1 + 1e-9)
+
+
+def check_number(test, text, units, expected, what):
+    """text (a number with a unit of units) is expected, rounded."""
+    m = re.fullmatch(r"([0-9.]+)([a-zA-Z/]*)", text)
+    test.assertIsNotNone(m, what)
+    unit = units[m.group(2)]
+    test.assertAlmostEqual(float(m.group(1)) * unit, expected,
+                           delta=rounded_to(m.group(1)) * unit, msg=what)
+
+
+def check_console_table(test, stdout, records):
+    """stdout's tables: no line wider than CONSOLE_WIDTH; per workload, the malloc
+    replacements in one table, the in-process APIs with glibc in another; every
+    cell the median of its runs (and a program's min-max and peak RSS), its ratio
+    to the reference and '*' on the best of the row."""
+    for line in stdout.splitlines():
+        test.assertLessEqual(len(line), CONSOLE_WIDTH, line)
+    tables = parse_console_tables(stdout)
+    measured = [x for x in records if "metrics" in x]
+    for workload in {x["workload"] for x in records}:
+        ran = {x["allocator"] for x in measured if x["workload"] == workload}
+        # One skipped throughout: in the lines of the skipped, not in a column.
+        for x in records:
+            if x["workload"] == workload and x["allocator"] not in ran:
+                test.assertIn(f"  {x['allocator']} skipped: ", stdout)
+        mine = [t for t in tables if t["workload"] == workload]
+        test.assertEqual(bool(mine), bool(ran), workload)
+        shown = set()
+        for t in mine:
+            cols = set(t["columns"])
+            test.assertEqual(len(cols), len(t["columns"]), t["columns"])  # once each
+            shown |= cols
+            if "in-process" in t["title"]:
+                test.assertTrue(cols <= IN_PROCESS | {"glibc"}, cols)
+            else:
+                test.assertFalse(cols & IN_PROCESS, cols)
+        test.assertEqual(shown, ran, workload)
+        # A row per case measured at least once.
+        cases = list(dict.fromkeys(x["case"] for x in measured if x["workload"] == workload))
+        for t in mine:
+            test.assertEqual(len(t["titles"]), len(cases), t["titles"])
+            for title in t["titles"]:
+                case = full_case(title, cases)
+                runs = [x for x in measured if x["workload"] == workload and x["case"] == case]
+                kinds = [(title, None)]
+                if workload in ("apps", "run"):
+                    kinds += [((title, "min-max"), "spread"), ((title, "peak RSS"), "rss")]
+                for key, kind in kinds:
+                    check_console_row(test, t, key, kind, runs)
+
+
+def check_console_row(test, table, key, kind, runs):
+    values = {}  # column -> the runs' values
+    metric, lower = "peak_rss_kib", True
+    for x in runs:
+        if kind != "rss":
+            metric, lower = x["primary"]["metric"], x["primary"]["better"] == "lower"
+    for x in runs:
+        if x["allocator"] in table["columns"]:
+            values.setdefault(x["allocator"], []).append(x["metrics"][metric])
+    medians = {a: statistics.median(v) for a, v in values.items()}
+    best = (min if lower else max)(medians.values()) if medians else None
+    ref = medians.get("glibc") if table["reference"] == "glibc" else best
+    units = metric_units(metric)
+    for column in table["columns"]:
+        cell = table["rows"][(key, column)]
+        what = f"{table['title']}: {key} under {column}: {cell!r}"
+        if column not in medians:
+            test.assertEqual(cell, "-", what)
+            continue
+        m = CELL.fullmatch(cell)
+        test.assertIsNotNone(m, what)
+        if kind == "spread":
+            test.assertIsNotNone(m.group("lo"), what)
+            check_number(test, m.group("num") + m.group("unit"), units, max(values[column]),
+                         what)
+            check_number(test, m.group("lo")[:-1] + m.group("unit"), units,
+                         min(values[column]), what)
+            continue
+        value = medians[column]
+        check_number(test, m.group("num") + m.group("unit"), units, value, what)
+        test.assertEqual(m.group("best") == "*", len(medians) > 1 and value == best, what)
+        is_ref = column == "glibc" if table["reference"] == "glibc" else value == best
+        if is_ref or ref is None:
+            test.assertIsNone(m.group("ratio"), what)
+        else:
+            ratio = ref / value if lower else value / ref
+            test.assertAlmostEqual(float(m.group("ratio")), ratio,
+                                   delta=rounded_to(m.group("ratio")), msg=what)
+
+
 class Workload(unittest.TestCase):
     def test_quick_run_of_every_allocator(self):
         with tempfile.TemporaryDirectory() as d:
@@ -337,9 +513,10 @@ class Workload(unittest.TestCase):
             self.assertEqual(",".join(rows[0]), CSV_HEADER)
             self.assertEqual(len(rows) - 1, len(records))
             self.assertTrue(all(len(row) == len(rows[0]) for row in rows))
-            # The table names every allocator that ran.
+            # The table names every allocator that ran, each cell its runs' median.
             for name in present:
                 self.assertIn(name, r.stdout)
+            check_console_table(self, r.stdout, records)
             rep = run("report", d)
             self.assertEqual(rep.returncode, 0, rep.stderr)
             with open(os.path.join(d, "report.md")) as f:
@@ -348,6 +525,53 @@ class Workload(unittest.TestCase):
             # Beside peak RSS: the faults and the huge pages of every run.
             for title in ["### Peak resident memory", "### Minor page faults", "### Huge pages"]:
                 self.assertIn(title, md)
+
+
+class ConsoleTable(unittest.TestCase):
+    """The table printed at the end of a run: every allocator at once still fits
+    the console, and its numbers are the runs' medians."""
+
+    ALL = ["glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
+           "mempool-profile", "jemalloc-thp", "mempool-thp-never", "object-pool",
+           "size-class-pool", "bitmap-pool", "std-pmr", "mempool-heap"]
+
+    def test_every_allocator_within_the_console_width(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("rounds", "--quick", "--threads=1,2", "--repeat=3",
+                    "--allocators=" + ",".join(self.ALL), "--out", d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            records = read_records(d)
+            check_console_table(self, r.stdout, records)
+            tables = parse_console_tables(r.stdout)
+            # malloc replacements, then the in-process APIs, both against glibc.
+            self.assertEqual(len(tables), 2, r.stdout)
+            self.assertIn("malloc replacements", tables[0]["title"])
+            self.assertIn("in-process APIs", tables[1]["title"])
+            for t in tables:
+                self.assertEqual(t["columns"][0], "glibc")
+                self.assertEqual(t["reference"], "glibc")
+            # The nine mempool and malloc configurations do not fit in one block: the
+            # case column is repeated before each block of columns.
+            present = {x["allocator"] for x in records}
+            if len(present - IN_PROCESS) > 6:
+                headers = [x for x in r.stdout.splitlines() if x.startswith("  case ")]
+                self.assertGreater(len(headers), len(tables), r.stdout)
+            # Each case once per table: its name cut, if at all, in the middle.
+            for t in tables:
+                self.assertEqual(len(t["titles"]), 4, t["titles"])  # 2 sizes x 2 threads
+
+    def test_without_glibc_the_ratio_is_to_the_best_of_the_row(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("compare", "--quick", "--size=64", "--threads=1", "--repeat=1",
+                    "--allocators=mempool,mempool-heap,std-pmr", "--out", d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            check_console_table(self, r.stdout, read_records(d))
+            tables = parse_console_tables(r.stdout)
+            self.assertEqual([t["reference"] for t in tables], ["best", "best"], r.stdout)
+            self.assertEqual([t["columns"] for t in tables],
+                             [["mempool"], ["std-pmr", "mempool-heap"]])
+            self.assertIn("*", tables[1]["rows"][("64 B, 1 thread", "std-pmr")] +
+                          tables[1]["rows"][("64 B, 1 thread", "mempool-heap")])
 
 
 class HugePageAllocators(unittest.TestCase):
@@ -406,6 +630,7 @@ class Command(unittest.TestCase):
                 self.assertGreater(rec["metrics"]["wall_s"], 0)
             for row in ["min-max", "peak RSS", "glibc", "mempool"]:
                 self.assertIn(row, r.stdout)
+            check_console_table(self, r.stdout, records)
             rep = run("report", d)
             self.assertEqual(rep.returncode, 0, rep.stderr)
             with open(os.path.join(d, "report.md")) as f:
@@ -563,7 +788,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 3:
         HEAP_SITES = os.path.abspath(sys.argv[3])
     selected = {"args": Arguments, "command": Command, "profile": Profile,
-                "huge_pages": HugePageAllocators}.get(WORKLOAD, Workload)
+                "huge_pages": HugePageAllocators, "table": ConsoleTable}.get(WORKLOAD, Workload)
     suite = unittest.TestLoader().loadTestsFromTestCase(selected)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)
