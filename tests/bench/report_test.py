@@ -700,8 +700,13 @@ class Opening(unittest.TestCase):
         # the long command line, cut to fit
         self.assertRegex(self.result.stdout,
                          r"\n/usr/bin/python3 -c 'x = .*… +wall_s \(s, lower\)")
-        # the other cases stay in report.md
-        self.assertNotIn("noisy", self.result.stdout)
+        # then every other case, after the programs, with its workload
+        self.assertIn("Every other case, mempool against the best peer", self.result.stdout)
+        self.assertRegex(self.result.stdout,
+                         r"\ncompare: loses +ns_per_op \(ns/op, lower\) +12\.5 +jemalloc 10\.2 +"
+                         r"0\.816× +apart")
+        self.assertLess(self.result.stdout.index("redis "),
+                        self.result.stdout.index("compare: noisy"))
         self.assertNotIn("|", self.result.stdout)
 
 

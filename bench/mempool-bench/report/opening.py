@@ -175,19 +175,27 @@ def losses_section(found, runs):
 
 
 def console_headline(rows, runs):
-    """The headline table for a terminal (no line over CONSOLE_WIDTH): the
-    real programs, or every case when there are none."""
+    """The headline tables for a terminal (no line over CONSOLE_WIDTH): the
+    real programs first, then every other case, each mempool against the best peer."""
     found = matches(rows)
-    programs = [(r, m) for r, m in found if r.workload in PROGRAM_WORKLOADS]
-    if programs:
-        title = f"Real programs: {SUBJECT} against the best peer ({and_list(PEERS)})"
-        header, table = match_table(programs, runs, False)
-    elif found:
-        title = f"No real programs in these results; every case, {SUBJECT} against the best peer"
-        header, table = match_table(found, runs, True)
-        header = ["case"] + header[2:]
-        table = [[f"{w}: {c}"] + rest for w, c, *rest in table]
-    else:
+    if not found:
         return textwrap.wrap(verdict(rows)[0], CONSOLE_WIDTH)
-    table = [[cells[0].replace("\n", " ")] + cells[1:] for cells in table]
-    return [cut(title, CONSOLE_WIDTH)] + text_table(header, table, 2, CONSOLE_WIDTH)
+    programs = [(r, m) for r, m in found if r.workload in PROGRAM_WORKLOADS]
+    others = [(r, m) for r, m in found if r.workload not in PROGRAM_WORKLOADS]
+    lines = []
+    if programs:
+        header, table = match_table(programs, runs, False)
+        table = [[cells[0].replace("\n", " ")] + cells[1:] for cells in table]
+        lines += [cut(f"Real programs: {SUBJECT} against the best peer ({and_list(PEERS)})",
+                      CONSOLE_WIDTH)]
+        lines += text_table(header, table, 2, CONSOLE_WIDTH)
+    if others:
+        header, table = match_table(others, runs, True)
+        header = ["case"] + header[2:]
+        table = [[f"{w}: {c}".replace("\n", " ")] + rest for w, c, *rest in table]
+        title = ("Every other case" if programs
+                 else "No real programs in these results; every case")
+        lines += ([""] if lines else []) + [cut(f"{title}, {SUBJECT} against the best peer",
+                                                CONSOLE_WIDTH)]
+        lines += text_table(header, table, 2, CONSOLE_WIDTH)
+    return lines

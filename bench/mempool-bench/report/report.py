@@ -5,10 +5,10 @@
 
 Reads DIR/results.jsonl (one JSON object per benchmark run, schema 1), writes
 DIR/report.md and PNG plots into DIR/plots/, and prints the path of report.md,
-that of plots/summary.png and the headline table (no line over 120
+that of plots/summary.png and the headline tables (no line over 120
 characters): mempool against the best peer (the best of glibc, mimalloc,
-jemalloc and tcmalloc) in each real program (apps, run), or in every case when
-there are none.
+jemalloc and tcmalloc) in each real program (apps, run), then in every other
+case.
 
 report.md opens with what matters: the machine (CPU with its family and model
 numbers, cores, kernel, compiler, build, glibc, commit, date, where the
@@ -102,7 +102,7 @@ def build_report(runs, directory, tables, plots):
 
 def stdout_summary(runs, tables, report, plots):
     """What a terminal shows: where report.md and the summary picture are,
-    and the headline table; no line wider than CONSOLE_WIDTH."""
+    and the headline tables; no line wider than CONSOLE_WIDTH."""
     lines = [report] + plots.get("summary", []) + [""]
     lines += console_headline(report_rows(tables, runs), [r for r in runs if "skipped" not in r])
     # a path is whatever DIR was given: cut, like every other line
