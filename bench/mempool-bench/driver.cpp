@@ -117,15 +117,21 @@ Available available_allocators(const std::vector<std::string>& wanted, bool expl
 
 class Progress {
  public:
-  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(STDERR_FILENO) != 0) {}
+  explicit Progress(const std::vector<Run>& runs)
+      : total_(runs.size()),
+        tty_(::isatty(STDERR_FILENO) != 0),
+        log_(std::any_of(runs.begin(), runs.end(), [&](const Run& r) {
+          return r.spec.workload != runs.front().spec.workload;
+        })) {}
   // On a terminal, one line rewritten for every run; into a log (CI, a pipe), a
-  // line each time the workload changes, so that the log shows where it is.
+  // line each time the workload of a suite changes, so that the log shows where
+  // it is (one workload's runs say nothing: a failure stays one line).
   void show(std::size_t done, const Run& r) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
     const double left =
         done == 0 ? 0 : elapsed / static_cast<double>(done) * static_cast<double>(total_ - done);
     if (!tty_) {
-      if (r.spec.workload == last_workload_) return;
+      if (!log_ || r.spec.workload == last_workload_) return;
       last_workload_ = r.spec.workload;
       std::fprintf(stderr, "[%zu/%zu] %s (%.0f s so far)\n", done + 1, total_,
                    r.spec.workload.c_str(), elapsed);
@@ -143,6 +149,7 @@ class Progress {
   using Clock = std::chrono::steady_clock;
   std::size_t total_;
   bool tty_;
+  bool log_;
   std::string last_workload_;
   Clock::time_point start_ = Clock::now();
 };
@@ -177,7 +184,7 @@ int run_plan(const Options& o, const std::vector<Run>& runs, const Available& av
   const json machine = machine_info(av.preload);
   std::vector<json> records;
   std::map<std::string, std::pair<std::string, std::string>> digests;
-  Progress progress(runs.size());
+  Progress progress(runs);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];
     progress.show(i, r);
