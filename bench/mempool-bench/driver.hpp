@@ -83,7 +83,7 @@ std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
 // repetitions).
 std::vector<Part> headline_parts(const RunSpec& base);
 // suite --full: every workload but bigheap and run, at every thread count
-// (about 45 minutes on 2 cores at 3 repetitions, programs 5).
+// (about 50 minutes on 2 cores at 3 repetitions, programs 5).
 std::vector<Part> suite_parts(const RunSpec& base);
 
 // --- machine_info.cpp

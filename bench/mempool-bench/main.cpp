@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", o.out, "folder for results.jsonl and results.csv");
   app.add_flag("--quick", o.quick, "short runs, 1 repetition: a smoke test");
   app.add_flag("--full", o.full,
-               "suite: every workload at every thread count (about 45 minutes on 2 cores), "
+               "suite: every workload at every thread count (about 50 minutes on 2 cores), "
                "not the headline subset (about 7)");
   app.add_flag("--list", o.list, "workloads and allocators");
   app.add_flag("--dry-run", o.dry_run,

@@ -169,6 +169,11 @@ std::vector<Part> suite_parts(const RunSpec& base) {
                              part("bigbuffers", {}),
                              part("server", {}),
                              part("handoff", {}),
+                             part("xmalloc", {}),
+                             part("larson", {}),
+                             part("tree", {}),
+                             part("cache-thrash", {}),
+                             part("cache-scratch", {}),
                              part("apps", {})};
   // throughput: mixed sizes (8 B to 256 KiB) in a window of live blocks, the
   // case the others do not cover.

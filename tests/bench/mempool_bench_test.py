@@ -103,7 +103,7 @@ class Arguments(unittest.TestCase):
         self.assertEqual(r.returncode, 0)
         for name in ["rounds", "queue", "compare", "throughput", "micro", "prodcons",
                      "fragmentation", "churn", "scaling", "bigbuffers", "server", "handoff",
-                     "apps", "run", "glibc", "mimalloc", "jemalloc",
+                     "xmalloc", "larson", "tree", "cache-thrash", "cache-scratch", "apps", "run", "glibc", "mimalloc", "jemalloc",
                      "tcmalloc", "mempool", "mempool-heap", "object-pool", "bitmap-pool",
                      "size-class-pool", "std-pmr", "bigheap", *HUGE_PAGE_ALLOCATORS]:
             self.assertIn(name, r.stdout)
@@ -128,8 +128,8 @@ class Arguments(unittest.TestCase):
         self.assertIn("compare 64 B, 1 thread", head)
         self.assertNotIn("apps redis, 1 thread", head)  # waits on the loopback: --full only
         self.assertIn("apps gxx, 1 thread", head)
-        self.assertTrue({"queue", "prodcons", "scaling", "bigbuffers", "handoff"}
-                        <= workloads(full))
+        self.assertTrue({"queue", "prodcons", "scaling", "bigbuffers", "handoff", "xmalloc",
+                         "larson", "tree", "cache-thrash", "cache-scratch"} <= workloads(full))
         self.assertIn("apps redis-bigheap, 1 thread", full)
         self.assertGreater(full_runs, 2 * head_runs)
         # --apps narrows the headline's programs too; --full belongs to suite alone.
@@ -239,6 +239,47 @@ def check_workload(test, rec):
         test.assertEqual(m.get("corrupt_blocks", 0), 0, rec)
     elif w == "server":
         test.assertEqual(m["corrupt_blocks"], 0, rec)
+    elif w == "xmalloc":
+        # Every block allocated was checked and freed by a consumer, none by its producer.
+        p = rec["params"]
+        test.assertEqual(m["corrupt_blocks"], 0, rec)
+        test.assertEqual(p["producers"] + p["consumers"], rec["threads"], rec)
+        test.assertGreater(m["blocks_allocated"], 0, rec)
+        test.assertEqual(m["blocks_freed_elsewhere"], m["blocks_allocated"], rec)
+        test.assertLessEqual(m["ops"], m["blocks_allocated"], rec)
+    elif w == "larson":
+        # Each measured generation freed its predecessor's blocks: all but the few
+        # slots its 50,000 random replacements missed (e^-10 of them).
+        p = rec["params"]
+        test.assertEqual(m["corrupt_blocks"], 0, rec)
+        test.assertGreaterEqual(m["generations"], rec["threads"], rec)
+        test.assertEqual(m["ops"], m["generations"] * p["rounds_per_generation"], rec)
+        most = m["generations"] * p["slots_per_thread"]
+        test.assertLessEqual(m["inherited_frees"], most, rec)
+        test.assertGreaterEqual(m["inherited_frees"], most * 0.999, rec)
+    elif w == "tree":
+        # Every node built was walked and freed; no body lost (the root's mass).
+        p = rec["params"]
+        test.assertEqual(rec["threads"], 1)
+        test.assertTrue(m["mass_ok"], rec)
+        test.assertEqual(m["nodes_walked"], m["nodes_allocated"], rec)
+        test.assertEqual(m["nodes_freed"], m["nodes_allocated"], rec)
+        test.assertGreater(m["nodes_per_step"], p["bodies"], rec)  # leaves and cells
+        test.assertLess(m["nodes_per_step"], 2 * p["bodies"], rec)
+        # nodes_per_step: the mean, rounded down (the bodies drift, the tree with them).
+        test.assertLess(abs(m["ops"] - m["steps"] * m["nodes_per_step"]), m["steps"], rec)
+        test.assertAlmostEqual(m["step_s"] * m["steps"], m["wall_s"], delta=1e-6 * m["steps"])
+        test.assertLessEqual(m["step_build_s"] + m["step_walk_s"] + m["step_free_s"],
+                             m["step_s"], rec)
+    elif w in ("cache-thrash", "cache-scratch"):
+        test.assertEqual(m["corrupt_blocks"], 0, rec)
+        # A line is shared by two threads or more, never by one.
+        sharing = m["threads_sharing_a_line"]
+        test.assertTrue(0 <= sharing <= rec["threads"] and sharing != 1, rec)
+        if w == "cache-scratch":  # each thread freed the main thread's block, intact
+            test.assertEqual(m["handed_over"], rec["threads"], rec)
+        else:
+            test.assertNotIn("handed_over", m)
     elif w == "bigbuffers":
         test.assertTrue(m["checksum_ok"], rec)
         test.assertEqual(m["failed_allocations"], 0, rec)

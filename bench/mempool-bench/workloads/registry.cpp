@@ -28,7 +28,8 @@ std::vector<int> scaling_threads() {
   out.push_back(top);
   return out;
 }
-// server and handoff: blocks cross threads, so at least 2; then 4x the cores.
+// server, handoff, xmalloc and larson: blocks cross threads, so at least 2; then
+// 4x the cores.
 std::vector<int> crossing_threads() {
   const int cores = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
   return {cores, 4 * cores};
@@ -112,6 +113,17 @@ const std::vector<WorkloadInfo>& all_workloads() {
        run_server, crossing_threads, nullptr},
       {"handoff", "16 B-16 KiB in per-thread windows, every other block freed by the next thread",
        run_handoff, crossing_threads, nullptr},
+      {"xmalloc", "many-to-one: half the threads allocate 16-128 B, the other half free them",
+       run_xmalloc, crossing_threads, nullptr},
+      {"larson",
+       "Larson: random 8-1000 B blocks replaced in per-thread slots; new threads take over",
+       run_larson, crossing_threads, nullptr},
+      {"tree", "a Barnes-Hut step: an octree of 65,536 bodies built, walked and freed, 1 thread",
+       run_tree, no_threads, nullptr},
+      {"cache-thrash", "allocator-induced false sharing: each thread writes its own 8 B blocks",
+       run_cache_thrash, one_and_all_cores, nullptr},
+      {"cache-scratch", "cache-thrash, each thread first freeing a block the main thread allocated",
+       run_cache_scratch, one_and_all_cores, nullptr},
       {"apps",
        "real programs: redis-server under redis-benchmark (1 and 16 in flight; 1 M keys), "
        "CPython, sqlite3, g++",

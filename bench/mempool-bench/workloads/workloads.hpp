@@ -54,6 +54,11 @@ nlohmann::json run_bigbuffers(const RunSpec& spec);
 nlohmann::json run_bigheap(const RunSpec& spec);
 nlohmann::json run_server(const RunSpec& spec);
 nlohmann::json run_handoff(const RunSpec& spec);
+nlohmann::json run_xmalloc(const RunSpec& spec);
+nlohmann::json run_larson(const RunSpec& spec);
+nlohmann::json run_tree(const RunSpec& spec);
+nlohmann::json run_cache_thrash(const RunSpec& spec);
+nlohmann::json run_cache_scratch(const RunSpec& spec);
 nlohmann::json run_apps(const RunSpec& spec);
 nlohmann::json run_command(const RunSpec& spec);
 
