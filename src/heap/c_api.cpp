@@ -46,6 +46,13 @@ MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* realloc_slow(void* p, size_t siz
   return q;
 }
 
+// mp_realloc's move (heap_realloc): out of line, so that a block that keeps its
+// place saves no register.
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* realloc_move(void* p, size_t size, Span* s,
+                                                             size_t c, size_t to) noexcept {
+  return heap_realloc_small_move<realloc_slow>(p, size, s, c, to);
+}
+
 }  // namespace
 
 extern "C" {
@@ -76,8 +83,7 @@ MEMPOOL_ALLOCATION_ENTRY void* mp_calloc(size_t count, size_t size) noexcept {
 }
 
 MEMPOOL_ALLOCATION_ENTRY void* mp_realloc(void* p, size_t size) noexcept {
-  if (void* q = heap_try_realloc_small(p, size); MEMPOOL_LIKELY(q != nullptr)) return q;
-  return realloc_slow(p, size);
+  return heap_realloc<ReallocFit::kSameClass, realloc_move, realloc_slow>(p, size);
 }
 
 MEMPOOL_ALLOCATION_ENTRY void* mp_aligned_alloc(size_t alignment, size_t size) noexcept {

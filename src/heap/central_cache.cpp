@@ -51,6 +51,7 @@ Span* CentralCache::new_span(std::size_t c) noexcept {
   s->allocated = 0;
   s->free_blocks = nullptr;
   s->start_divisor = s->start * info.divisor;
+  s->block_size = info.size;
   s->size_class = static_cast<std::uint8_t>(c);
   if constexpr (kHardened) hardened_prepare_span(s, c);
   // The free path reads the class from the page map: tag every page.

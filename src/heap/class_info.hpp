@@ -60,4 +60,28 @@ inline constexpr std::uint32_t kMaxCentralSlots = 64;
 static_assert(kHeapClasses[kHeapClassCount - 1].span_pages * kHeapPageSize <
               (std::size_t{1} << 32));
 
+// The hit paths test (offset * divisor) >> kSpanBlockStartBits == 0 (span.hpp): exact
+// for every offset into a span of `bytes` whose blocks lie `stride` apart when, with
+// e = stride * divisor - 2^64 (the rounding, below stride) and k + 1 blocks at most:
+// a block start k * stride gives k * e, below 2^32; any other offset k * stride + r
+// gives r * divisor + k * e without wrapping ((k + 1) * e < divisor), at least the
+// divisor, which is at least 2^32. (Checked over every offset by heap_api_test too.)
+constexpr bool heap_block_start_test_exact(std::size_t stride, std::size_t bytes) noexcept {
+  const std::uint64_t divisor = UINT64_MAX / stride + 1;
+  const std::uint64_t e = stride * divisor;
+  const std::uint64_t blocks = bytes / stride + 1;
+  const std::uint64_t limit = std::uint64_t{1} << kSpanBlockStartBits;
+  return bytes < limit && blocks * e < limit && blocks * e < divisor && divisor >= limit;
+}
+// Every class, at its own stride and at a wider one (the hardened build's guarded
+// spans lay blocks `pad` bytes further apart).
+constexpr bool heap_block_start_tests_exact(std::size_t pad) noexcept {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    const std::size_t bytes = std::size_t{kHeapClasses[c].span_pages} * kHeapPageSize;
+    if (!heap_block_start_test_exact(kHeapClasses[c].size + pad, bytes)) return false;
+  }
+  return true;
+}
+static_assert(heap_block_start_tests_exact(0));
+
 }  // namespace mempool::detail

@@ -487,11 +487,19 @@ namespace {
 std::size_t small_size(void* p, std::uintptr_t entry, std::size_t c, const char* interior,
                        const char* freed) noexcept {
   const Span* s = heap_small_block_span(p, entry, c, interior);
-  if (MEMPOOL_LIKELY(!s->guarded)) return kHeapClasses[c].size;
+  if (MEMPOOL_LIKELY(!s->guarded)) return s->block_size;
   return check_guarded(p, s, c, freed);
 }
 
 }  // namespace
+
+std::size_t hardened_small_usable_size(const void* p) noexcept {
+  const std::uintptr_t entry = g_page_map.lookup_entry(p);
+  const std::size_t c = entry & kSpanTagMask;
+  if (c == 0) return 0;
+  return small_size(const_cast<void*>(p), entry, c, "pointer into the middle of a block",
+                    "malloc_usable_size of a free block");
+}
 
 std::size_t hardened_usable_size(const void* p) noexcept {
   if (p == nullptr) return 0;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "../options.hpp"
@@ -387,6 +388,14 @@ void checked_on_free(void* p, Span* s) noexcept {
   const std::uint64_t bit = std::uint64_t{1} << (i % 64);
   if ((s->live_bits[i / 64].fetch_and(~bit, std::memory_order_relaxed) & bit) == 0)
     heap_misuse(p, "free of a block that is not allocated (double free?)");
+}
+
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* heap_realloc_move_ordered(void* p, void* q,
+                                                                          std::size_t n, Span* s,
+                                                                          std::size_t c) noexcept {
+  std::memcpy(q, p, n);
+  heap_free_small(p, s, c);
+  return q;
 }
 
 std::size_t heap_usable_size_slow(const void* p) noexcept {

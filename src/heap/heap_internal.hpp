@@ -77,6 +77,7 @@ inline constexpr std::size_t kHardenedGuardedPad = 16;
 constexpr std::size_t hardened_guarded_stride(std::size_t size) noexcept {
   return size + kHardenedGuardedPad;
 }
+static_assert(heap_block_start_tests_exact(kHardenedGuardedPad));
 // Block p of class c, off a list, does not hold the free mark in word 1: a block of a
 // guarded span (its fill is there), checked and handed out; one of another span was
 // written after its free, and its check stops the process. (Returns p: non-null, so
@@ -87,6 +88,8 @@ void* hardened_allocate_aligned(std::size_t n, std::size_t alignment) noexcept;
 void hardened_free(void* p) noexcept;
 void hardened_free_sized(void* p, std::size_t n) noexcept;
 std::size_t hardened_usable_size(const void* p) noexcept;
+// Its small blocks only (checked), 0 for anything else, with one page-map lookup.
+std::size_t hardened_small_usable_size(const void* p) noexcept;
 // p a block of the heap, n not 0; nullptr when out of memory (p stays valid).
 void* hardened_realloc(void* p, std::size_t n) noexcept;
 // A large block about to be freed (the page map's checks passed): its slack checked;
@@ -164,14 +167,23 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
   return heap_allocate_uncounted(n);
 }
 
+// The interior-pointer check: p starts a block of small span s, whose page it is on.
+// (p - start) * divisor (mod 2^64) is below 2^32 exactly when (p - start) % size == 0
+// (span.hpp), so the test is one multiply, one subtract and one shift: no second
+// read of the divisor to compare with.
+MEMPOOL_ALWAYS_INLINE void heap_check_block_start(const void* p, const Span* s,
+                                                  const char* problem) noexcept {
+  if (MEMPOOL_UNLIKELY(((reinterpret_cast<std::uintptr_t>(p) * s->divisor - s->start_divisor) >>
+                        kSpanBlockStartBits) != 0))
+    heap_misuse(p, problem);
+}
+
 // A small block's span from its page-map entry whose class c is not 0, with
-// the check that p starts a block: (p - start) % size == 0.
+// the check that p starts a block.
 MEMPOOL_ALWAYS_INLINE Span* heap_small_block_span(const void* p, std::uintptr_t entry,
                                                   std::size_t c, const char* problem) noexcept {
   Span* s = address_as<Span>(entry - c);
-  if (MEMPOOL_UNLIKELY(reinterpret_cast<std::uintptr_t>(p) * s->divisor - s->start_divisor >=
-                       s->divisor))
-    heap_misuse(p, problem);
+  heap_check_block_start(p, s, problem);
   return s;
 }
 
@@ -198,15 +210,17 @@ MEMPOOL_ALWAYS_INLINE void heap_free(void* p) noexcept {
 }
 
 // malloc_usable_size's common case (redis calls it on every allocation and
-// free): a small block's size from the class in its page-map entry, one lookup.
-// 0 for anything else (nullptr, large, direct or foreign blocks).
+// free): a small block's size from its span, one page-map lookup and the
+// interior-pointer test. 0 for anything else (nullptr, large, direct or foreign
+// blocks).
 MEMPOOL_ALWAYS_INLINE std::size_t heap_small_usable_size(const void* p) noexcept {
-  if constexpr (kHardened) return 0;  // heap_usable_size_slow answers
+  if constexpr (kHardened) return hardened_small_usable_size(p);
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
-  const std::size_t c = entry & kSpanTagMask;
-  if (MEMPOOL_UNLIKELY(c == 0)) return 0;
-  heap_small_block_span(p, entry, c, "pointer into the middle of a block");
-  const std::size_t size = kHeapClasses[c].size;
+  if (MEMPOOL_UNLIKELY((entry & kSpanTagMask) == 0)) return 0;
+  // The class is not needed: the span's address alone (an `and`, not a subtract).
+  const Span* s = address_as<Span>(entry & ~kSpanTagMask);
+  heap_check_block_start(p, s, "pointer into the middle of a block");
+  const std::size_t size = s->block_size;
   if (size == 0) __builtin_unreachable();  // so that callers need not test it again
   return size;
 }
@@ -216,26 +230,103 @@ MEMPOOL_ALWAYS_INLINE std::size_t heap_usable_size(const void* p) noexcept {
   return heap_usable_size_slow(p);
 }
 
-// realloc's common case (redis grows and trims strings all the time): a small
-// block to a small size, with one page-map lookup, the new block from the cache
-// and the old one back to it. nullptr where that does not apply (nullptr, size 0
-// or large, a large, direct or foreign block, an empty cache), before anything
-// changed: the caller's slow path then does the whole work.
-MEMPOOL_ALWAYS_INLINE void* heap_try_realloc_small(void* p, std::size_t size) noexcept {
-  if constexpr (kHardened) return nullptr;  // the slow path calls hardened_realloc
+// Which small reallocations keep their block.
+enum class ReallocFit {
+  // The new size's class is the block's: a sized free with the new size still names
+  // the right class (jemalloc's rule; mp_realloc promises it, HeapApi.SizedFreeAfterRealloc).
+  kSameClass,
+  // Any size from just over half the block to all of it (mimalloc's and tcmalloc's
+  // rule, and the heap's own for large blocks): the drop-in realloc, whose blocks only
+  // ever reach free(), which looks the class up. A string grown past its block and
+  // trimmed back (redis) then moves once, not twice.
+  kHalfOrMore,
+};
+
+// The copy and free of heap_realloc_small_move in their usual order (heap.cpp).
+__attribute__((returns_nonnull)) void* heap_realloc_move_ordered(void* p, void* q, std::size_t n,
+                                                                 Span* s, std::size_t c) noexcept;
+
+// The out-of-line halves of heap_realloc, one pair per entry point (mp_realloc, the
+// drop-in's realloc), each in the allocation-entry section for the profiler's stacks.
+// kSlow: everything but a small block to a small size (nullptr, size 0 or large,
+// large, direct or foreign blocks, the hardened build), and a miss of the cache.
+using HeapReallocSlow = void* (*)(void* p, std::size_t size) noexcept;
+// kMove: heap_realloc_small_move<kSlow>, out of line.
+using HeapReallocMove = void* (*)(void* p, std::size_t size, Span* s, std::size_t c,
+                                  std::size_t to) noexcept;
+
+// realloc's move of a small block to another small size: a block of class `to`
+// (the new size's) from the cache, the bytes, the old block back to the cache (span
+// and class c from the caller's lookup); on a miss, kSlow does it all.
+template <HeapReallocSlow kSlow>
+MEMPOOL_ALWAYS_INLINE void* heap_realloc_small_move(void* p, std::size_t size, Span* s,
+                                                    std::size_t c, std::size_t to) noexcept {
+  // The pop calls, not jumps, on a corrupted link: no register kept for a return.
+  void* q = heap_pop_counted<true, false>(to, size);
+  if (MEMPOOL_UNLIKELY(q == nullptr)) return kSlow(p, size);
+  const std::size_t usable = s->block_size;
+  const std::size_t n = size < usable ? size : usable;
+  if constexpr (!kChecked && !kMemoryChecker) {
+    // The usual order, a copy and then the free, keeps p and c in saved registers
+    // across the copy's call. Instead: the first 16 bytes (every block has them) by
+    // hand, p back to the cache (its link and mark overwrite them), and the rest copied
+    // last, by a call that needs nothing kept. Only where no other thread can take p
+    // before that copy ends: the push does not flush (room left) and p is not suspect
+    // (no mark: the usual order looks for a double free).
+    ThreadCache& t = tls_thread_cache;
+    auto* b = static_cast<FreeBlock*>(p);
+    if (MEMPOOL_LIKELY(t.room(c) > 0 &&
+                       b->byte_at(kHeapFreeMarkOffset) != static_cast<std::uint8_t>(t.key()))) {
+      __builtin_memcpy(q, p, 16);
+      heap_link_free(b, t.heads[c], t.key());
+      t.heads[c] = b;
+      t.set_room(c, t.room(c) - 1);
+      if (n <= 16) return q;
+      return static_cast<char*>(__builtin_memcpy(static_cast<char*>(q) + 16,
+                                                 static_cast<const char*>(p) + 16, n - 16)) -
+             16;
+    }
+  }
+  return heap_realloc_move_ordered(p, q, n, s, c);
+}
+
+// realloc's common case (redis grows and trims strings all the time): a small block
+// to a small size, one page-map lookup. A block that keeps its place is answered
+// here, before any register is saved; a move is a tail call to kMove, which needs
+// no second lookup.
+template <ReallocFit kFit, HeapReallocMove kMove, HeapReallocSlow kSlow>
+MEMPOOL_ALWAYS_INLINE void* heap_realloc(void* p, std::size_t size) noexcept {
+  if constexpr (kHardened) return kSlow(p, size);  // hardened_realloc
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
-  if (MEMPOOL_UNLIKELY(c == 0 || size - 1 >= kHeapSmallMax)) return nullptr;
-  Span* s = heap_small_block_span(p, entry, c, "realloc of a pointer into the middle of a block");
-  // In place while the size stays in the block's class, so that a sized free
-  // with the new size still names the right class (jemalloc's rule too).
-  if (heap_class_of(size) == c) return p;
-  void* q = heap_try_hit(size);
-  if (MEMPOOL_UNLIKELY(q == nullptr)) return nullptr;
-  const std::size_t usable = kHeapClasses[c].size;
-  __builtin_memcpy(q, p, size < usable ? size : usable);
-  heap_free_small(p, s, c);
-  return q;
+  const bool small_size = size - 1 < kHeapSmallMax;  // not 0, not large
+  if constexpr (kFit == ReallocFit::kSameClass) {
+    if (MEMPOOL_UNLIKELY(c == 0 || !small_size)) return kSlow(p, size);
+    Span* s = heap_small_block_span(p, entry, c, "realloc of a pointer into the middle of a block");
+    const std::size_t to = heap_class_of(size);
+    if (to == c) return p;
+    return kMove(p, size, s, c, to);
+  } else {
+    if (MEMPOOL_UNLIKELY(c == 0)) return kSlow(p, size);
+    Span* s = heap_small_block_span(p, entry, c, "realloc of a pointer into the middle of a block");
+    // size in (usable / 2, usable] (usable is even): one unsigned compare, and a size
+    // that passes it is small.
+    const std::size_t usable = s->block_size;
+    if (usable - size < usable / 2) {
+      // A block that holds the free mark's first byte may be free already (realloc
+      // after free): where its class would change it moves, as kSameClass does, so that
+      // the move's free looks for it and names a double free.
+      const auto* b = static_cast<const FreeBlock*>(p);
+      if (MEMPOOL_LIKELY(b->byte_at(kHeapFreeMarkOffset) !=
+                         static_cast<std::uint8_t>(tls_thread_cache.key())))
+        return p;
+      const std::size_t to = heap_class_of(size);
+      if (to == c) return p;
+      return kMove(p, size, s, c, to);
+    }
+    if (MEMPOOL_UNLIKELY(!small_size)) return kSlow(p, size);
+    return kMove(p, size, s, c, heap_class_of(size));
+  }
 }
 
 // Sized free skips the page map: the size gives the class.

@@ -118,6 +118,7 @@ class PageMap {
 };
 
 // The heap's page map (src/heap/page_map.cpp); zero-initialised, never destroyed.
-extern constinit PageMap g_page_map;
+// Hidden: free and malloc_usable_size load its hot word with one %rip-relative load.
+extern constinit MEMPOOL_HIDDEN PageMap g_page_map;
 
 }  // namespace mempool::detail

@@ -42,11 +42,17 @@ struct alignas(128) Span {
   // offset % block size == 0  <=>  offset * divisor < divisor (Lemire's
   // divisibility test, exact for offsets below 2^32): the interior-pointer check.
   // With start_divisor = start * divisor (mod 2^64) it is p * divisor -
-  // start_divisor < divisor: one multiply, one subtract, one compare.
+  // start_divisor < divisor. Within a span (below 2^32 bytes) the product is below
+  // 2^32 for a block start and at least divisor (> 2^46) otherwise, so the hit paths
+  // test (p * divisor - start_divisor) >> 32 == 0 instead, which reads the divisor once
+  // (kSpanBlockStartBits; class_info.hpp proves it for every class at compile time).
   std::uint64_t divisor = 0;
   std::uint64_t start_divisor = 0;
   std::uint32_t allocated = 0;  // blocks out of the span (in caches or in use)
   std::uint32_t capacity = 0;
+  // kSmall: the class's block size, beside the interior-pointer test's fields, so that
+  // malloc_usable_size and realloc read it from the span they load anyway.
+  std::uint32_t block_size = 0;
   std::uint8_t size_class = 0;  // 0 unless kSmall; the page map carries it too
   SpanState state = SpanState::kFree;
   bool released = false;  // kFree: the pages were given back to the OS (or never touched)
@@ -74,6 +80,8 @@ struct alignas(128) Span {
 };
 
 inline constexpr std::uintptr_t kSpanTagMask = 127;
+// (p - start) * divisor >> kSpanBlockStartBits is 0 exactly for a block start (above).
+inline constexpr unsigned kSpanBlockStartBits = 32;
 
 // The heap computes addresses as integers (page numbers, span starts); this is
 // the one place that turns one back into a pointer.

@@ -52,6 +52,21 @@ MEMPOOL_COLD MEMPOOL_ALLOCATION_ENTRY void* realloc_foreign(void* p, std::size_t
   return q;
 }
 
+// realloc of anything but a small block to a small size: nullptr, size 0 or large,
+// large, direct and glibc blocks (heap_realloc).
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* realloc_other(void* p, std::size_t n) noexcept {
+  if (MEMPOOL_UNLIKELY(p != nullptr && !is_heap_block(p))) return realloc_foreign(p, n);
+  return mp_realloc(p, n);
+}
+
+// realloc's move of a small block (heap_realloc): out of line, so that a block that
+// keeps its place saves no register; on a miss of the thread cache, mp_realloc.
+MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* realloc_move(void* p, std::size_t n, Span* s,
+                                                             std::size_t c,
+                                                             std::size_t to) noexcept {
+  return heap_realloc_small_move<mp_realloc>(p, n, s, c, to);
+}
+
 // malloc_usable_size of nullptr, a large block or a glibc block.
 MEMPOOL_NOINLINE std::size_t usable_size_slow(void* p) noexcept {
   if (p != nullptr && !is_heap_block(p)) {
@@ -102,9 +117,7 @@ MEMPOOL_ALLOCATION_ENTRY void* calloc(size_t count, size_t n) noexcept {
 }
 
 MEMPOOL_ALLOCATION_ENTRY void* realloc(void* p, size_t n) noexcept {
-  if (void* q = heap_try_realloc_small(p, n); MEMPOOL_LIKELY(q != nullptr)) return q;
-  if (MEMPOOL_UNLIKELY(p != nullptr && !is_heap_block(p))) return realloc_foreign(p, n);
-  return mp_realloc(p, n);
+  return heap_realloc<ReallocFit::kHalfOrMore, realloc_move, realloc_other>(p, n);
 }
 
 MEMPOOL_ALLOCATION_ENTRY void* reallocarray(void* p, size_t count, size_t n) noexcept {

@@ -64,6 +64,23 @@ TEST(HeapSizeClasses, SpansAndBatchesAreSane) {
   }
 }
 
+// The hit paths' form of that test, (offset * divisor) >> 32 == 0 (span.hpp), at every
+// offset of a span of every class, at the class's stride and at the hardened build's
+// guarded one (16 bytes more): class_info.hpp's compile-time proof, checked by brute force.
+TEST(HeapSizeClasses, TheShiftedDivisibilityTestIsExactAtEveryOffset) {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    const HeapClassInfo& info = kHeapClasses[c];
+    const std::uint64_t bytes = std::uint64_t{info.span_pages} * kHeapPageSize;
+    for (const std::uint64_t stride : {std::uint64_t{info.size}, std::uint64_t{info.size} + 16}) {
+      const std::uint64_t divisor = UINT64_MAX / stride + 1;
+      std::uint64_t wrong = 0;
+      for (std::uint64_t off = 0; off < bytes; ++off)
+        wrong += ((off * divisor) >> kSpanBlockStartBits == 0) != (off % stride == 0);
+      EXPECT_EQ(wrong, 0u) << "class " << c << ", stride " << stride;
+    }
+  }
+}
+
 TEST(HeapPageMap, FindsEveryPageOfASpanAndNothingElse) {
   const std::uintptr_t page = (std::uintptr_t{0x7000'1234'0000} >> kHeapPageShift);
   Span span;

@@ -603,6 +603,46 @@ TEST(Override, MallocStatsPrintsMempoolsTable) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " missing in\n" << text;
 }
 
+// realloc keeps a small block for any size from just over half of it to all of it (a
+// string grown past its block and trimmed back moves once), and moves it otherwise.
+TEST(Override, ReallocKeepsASmallBlockFromHalfToFull) {
+  if (hardened_library()) GTEST_SKIP() << "the hardened library keeps a block in its class only";
+  auto* p = static_cast<unsigned char*>(std::malloc(opaque(std::size_t{100})));
+  ASSERT_NE(p, nullptr);
+  for (std::size_t i = 0; i < 100; ++i)
+    p[i] = static_cast<unsigned char>(i);
+  auto* grown = static_cast<unsigned char*>(std::realloc(p, opaque(std::size_t{116})));
+  ASSERT_NE(grown, nullptr);
+  const std::size_t usable = ::malloc_usable_size(grown);
+  ASSERT_GE(usable, 116u);
+  grown[115] = 7;
+  for (const std::size_t n : {std::size_t{100}, usable, usable / 2 + 1, std::size_t{116}}) {
+    auto* q = static_cast<unsigned char*>(std::realloc(grown, opaque(n)));
+    EXPECT_EQ(q, grown) << n << " bytes of a " << usable << "-byte block: kept in place";
+    grown = q;
+  }
+  EXPECT_EQ(grown[115], 7);
+  auto* halved = static_cast<unsigned char*>(std::realloc(grown, opaque(usable / 2)));
+  ASSERT_NE(halved, nullptr);
+  EXPECT_NE(halved, grown) << usable / 2 << " bytes of a " << usable << "-byte block: moved";
+  EXPECT_LT(::malloc_usable_size(halved), usable);
+  for (std::size_t i = 0; i < usable / 2 && i < 100; ++i)
+    ASSERT_EQ(halved[i], static_cast<unsigned char>(i)) << i;
+  std::free(halved);
+}
+
+// realloc of a freed block to a size it could keep in place, in another class: the move
+// that the class change asks for finds it free (the hardened library names it itself).
+TEST(OverrideDeathTest, ReallocAfterFreeIntoAnotherClassIsADoubleFree) {
+  EXPECT_DEATH(
+      {
+        void* p = std::malloc(opaque(std::size_t{128}));
+        std::free(p);
+        std::free(std::realloc(opaque(p), opaque(std::size_t{100})));
+      },
+      "mempool: heap: (double free|realloc of a free block)");
+}
+
 TEST(OverrideDeathTest, ForeignPointersStopWithOneLine) {
   alignas(16) static char not_a_block[64] = {};
   EXPECT_DEATH(std::free(opaque(not_a_block + 16)),

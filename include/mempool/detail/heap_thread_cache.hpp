@@ -249,14 +249,18 @@ MEMPOOL_ALWAYS_INLINE bool heap_sample_due(ThreadCache& t, std::size_t n) noexce
   return MEMPOOL_UNLIKELY(t.sample_countdown < 0);
 }
 
-template <bool kHandOut = true>
+// kJump: a corrupted link jumps to heap_pop_corrupted (a hit path whose caller
+// returns the block at once); otherwise it calls heap_free_list_corrupted, which does
+// not return, so that a caller that goes on after the pop (realloc's move) keeps no
+// register for a return that never comes.
+template <bool kHandOut = true, bool kJump = kHandOut>
 MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
   FreeBlock* b = t.heads[c];
   if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
   FreeBlock* next = heap_next(b, t.key());
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) {
-    if constexpr (kHandOut) return heap_pop_corrupted(b);
+    if constexpr (kJump) return heap_pop_corrupted(b);
     heap_free_list_corrupted(b);
   }
   t.heads[c] = next;
@@ -274,13 +278,13 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
 // heap_pop for a request of n bytes, counted for the profiler: nullptr on a miss
 // and when the request is to be sampled (the caller's slow path then serves it,
 // counting it there).
-template <bool kHandOut = true>
+template <bool kHandOut = true, bool kJump = kHandOut>
 MEMPOOL_ALWAYS_INLINE void* heap_pop_counted(std::size_t c, std::size_t n) noexcept {
   ThreadCache& t = tls_thread_cache;
   // A miss first, uncounted (heap_pop's own test folds into this one).
   if (MEMPOOL_UNLIKELY(t.heads[c] == nullptr)) return nullptr;
   if (MEMPOOL_UNLIKELY(heap_sample_due(t, n))) return nullptr;
-  return heap_pop<kHandOut>(c);
+  return heap_pop<kHandOut, kJump>(c);
 }
 
 // Pushes p (a block of class c) on the calling thread's cache, unchecked; past

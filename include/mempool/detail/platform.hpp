@@ -16,6 +16,10 @@
 // What libmempool.so exports: it is built with -fvisibility=hidden, so only what the
 // headers declare with this (and mp_*) is visible; the heap's tiers stay inside.
 #define MEMPOOL_API __attribute__((visibility("default")))
+// Internal data the hit paths read, in every build of the library: the compiler then
+// addresses it directly (one %rip-relative load) instead of through the GOT, which
+// -fPIC code needs for a symbol another module might define.
+#define MEMPOOL_HIDDEN __attribute__((visibility("hidden")))
 // Every thread_local of mempool, in libmempool.a and in every shared library
 // (libmempool.so.0, the drop-ins), and in code compiled against them: initial-exec
 // TLS, one %fs-relative access and never a call to __tls_get_addr (tcmalloc and
