@@ -118,24 +118,39 @@ std::vector<Run> plan_runs(const std::vector<Part>& parts, std::size_t repeat,
   return runs;
 }
 
+namespace {
+
+// One workload of a suite, at the given thread counts (empty: the workload's own).
+Part workload_part(const RunSpec& base, const char* workload, std::vector<int> threads) {
+  Part p{base, std::move(threads)};
+  p.given.workload = workload;
+  return p;
+}
+
+// throughput as the suites run it: mixed sizes (8 B to 256 KiB) in a window of live
+// blocks, the case the other workloads do not cover.
+Part mixed_window_throughput(const RunSpec& base, std::vector<int> threads) {
+  Part p = workload_part(base, "throughput", std::move(threads));
+  p.given.mixed = true;
+  p.given.window = true;
+  return p;
+}
+
+}  // namespace
+
 std::vector<Part> headline_parts(const RunSpec& base) {
   auto part = [&](const char* workload, std::vector<int> threads) {
-    Part p{base, std::move(threads)};
-    p.given.workload = workload;
-    return p;
+    return workload_part(base, workload, std::move(threads));
   };
   Part compare64 = part("compare", {1});
   compare64.given.size = 64;
   Part compare_mixed = part("compare", {1});
   compare_mixed.given.mixed = true;
   compare_mixed.given.size = 256;
-  Part throughput = part("throughput", {1});
-  throughput.given.mixed = true;
-  throughput.given.window = true;
   // The programs whose time the allocator moves most; g++ costs 9 s a run but is
   // the compiler of "real programs decide". redis with one request in flight
-  // waits on the loopback more than on malloc, and redis-bigheap loads a million
-  // keys: both are in --full.
+  // (each request waits for its answer over the loopback) and redis-bigheap (a
+  // million keys loaded first) are in --full.
   Part apps = part("apps", {});
   if (base.app.empty()) apps.given.app = "redis-pipelined,python,sqlite,gxx";
   const int cores = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -144,7 +159,7 @@ std::vector<Part> headline_parts(const RunSpec& base) {
           compare_mixed,
           part("micro", {}),
           part("rounds", {1}),
-          throughput,
+          mixed_window_throughput(base, {1}),
           part("server", {cores}),
           part("churn", {}),
           part("fragmentation", {})};
@@ -153,14 +168,12 @@ std::vector<Part> headline_parts(const RunSpec& base) {
 std::vector<Part> suite_parts(const RunSpec& base) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto part = [&](const char* workload, std::vector<int> threads) {
-    Part p{base, std::move(threads)};
-    p.given.workload = workload;
-    return p;
+    return workload_part(base, workload, std::move(threads));
   };
   std::vector<Part> parts = {part("rounds", {1, 2, 4}),
                              part("queue", {1}),
                              part("compare", {1, cores}),
-                             part("throughput", {1, cores}),
+                             mixed_window_throughput(base, {1, cores}),
                              part("micro", {}),
                              part("prodcons", {}),
                              part("fragmentation", {}),
@@ -175,10 +188,6 @@ std::vector<Part> suite_parts(const RunSpec& base) {
                              part("cache-thrash", {}),
                              part("cache-scratch", {}),
                              part("apps", {})};
-  // throughput: mixed sizes (8 B to 256 KiB) in a window of live blocks, the
-  // case the others do not cover.
-  parts[3].given.mixed = true;
-  parts[3].given.window = true;
   // Real programs swing by 15% and more between runs: at least 5 repetitions,
   // so that their spread (min-max) says whether a difference is real.
   if (!base.quick) parts.back().min_repeat = 5;
