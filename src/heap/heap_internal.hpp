@@ -171,11 +171,13 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
 // (p - start) * divisor (mod 2^64) is below 2^32 exactly when (p - start) % size == 0
 // (span.hpp), so the test is one multiply, one subtract and one shift: no second
 // read of the divisor to compare with.
+MEMPOOL_ALWAYS_INLINE bool heap_starts_block(const void* p, const Span* s) noexcept {
+  return ((reinterpret_cast<std::uintptr_t>(p) * s->divisor - s->start_divisor) >>
+          kSpanBlockStartBits) == 0;
+}
 MEMPOOL_ALWAYS_INLINE void heap_check_block_start(const void* p, const Span* s,
                                                   const char* problem) noexcept {
-  if (MEMPOOL_UNLIKELY(((reinterpret_cast<std::uintptr_t>(p) * s->divisor - s->start_divisor) >>
-                        kSpanBlockStartBits) != 0))
-    heap_misuse(p, problem);
+  if (MEMPOOL_UNLIKELY(!heap_starts_block(p, s))) heap_misuse(p, problem);
 }
 
 // A small block's span from its page-map entry whose class c is not 0, with

@@ -58,6 +58,13 @@ std::uint32_t class_cap(std::size_t c, std::size_t budget) noexcept {
   return static_cast<std::uint32_t>(std::clamp<std::size_t>(blocks, 1, kMaxListLength));
 }
 
+// p starts a block of a span of class c.
+bool is_block_of_class(const void* p, std::size_t c) noexcept {
+  const Span* s = g_page_map.lookup(p);
+  if (s == nullptr || s->state != SpanState::kSmall || s->size_class != c) return false;
+  return heap_starts_block(p, s) && reinterpret_cast<std::uintptr_t>(p) < s->carve;
+}
+
 void thread_exit_hook(void* cache) {
   static_cast<ThreadCache*>(cache)->on_thread_exit();
 }
@@ -237,6 +244,21 @@ MEMPOOL_ALLOCATION_ENTRY void ThreadCache::flush(std::size_t c) noexcept {
   }
   if (state_ != ThreadCacheState::kActive && (state_ == ThreadCacheState::kExited || !activate())) {
     release(c, count(c));
+    return;
+  }
+  // This thread has not allocated from class c (its max is still 0), so the block is
+  // another thread's, carved among that thread's blocks. Kept here, it would be this
+  // thread's next block of the class, and two threads would write one cache line
+  // (passive false sharing: a worker frees the input it was handed, then allocates;
+  // Hoard's cache-scratch). It goes back to its span; the refill that follows takes
+  // it first and so hands it out last. Later frees of the class are kept as usual,
+  // so a thread that only frees (a consumer) still gives blocks back in batches.
+  // Only a block its span says is a block of class c moves: a sized free names the
+  // class without asking the page map, and what such a free gets wrong stays as
+  // undetected here as on every later free (the misuse table records it so).
+  if (maxes[c] == 0) {
+    set_max(c, 1);
+    if (is_block_of_class(heads[c], c)) release(c, 1);
     return;
   }
   budget_ = budget_share();

@@ -391,6 +391,34 @@ TEST(HeapThreadCache, ThreadsShareTheTotalBudget) {
   }
 }
 
+// Passive false sharing (Hoard's cache-scratch): this thread allocates small blocks
+// side by side and hands one to each new thread, which frees it and then allocates
+// its own. Had the freed block stayed in the new thread's cache, it would be that
+// thread's next block, on a cache line this thread's other blocks still use, and
+// every write of the two threads would move the line between their cores.
+TEST(HeapThreadCache, AThreadDoesNotReuseAnotherThreadsBlockNextToItsOwner) {
+  constexpr std::size_t kSize = 8;
+  constexpr std::uintptr_t kLine = 64;
+  constexpr int kHanded = 4;
+  std::vector<void*> handed;
+  for (int i = 0; i < kHanded; ++i)
+    handed.push_back(mempool::allocate(kSize));
+  const auto line = [&](const void* p) { return reinterpret_cast<std::uintptr_t>(p) / kLine; };
+  ASSERT_EQ(line(handed[0]), line(handed[1])) << "the heap carves small blocks side by side";
+  for (int i = 0; i < kHanded; ++i) {
+    void* mine = nullptr;
+    std::thread([&] {
+      mempool::deallocate(handed[static_cast<std::size_t>(i)]);
+      mine = mempool::allocate(kSize);
+    }).join();
+    ASSERT_NE(mine, nullptr);
+    for (int j = i + 1; j < kHanded; ++j)
+      EXPECT_NE(line(mine), line(handed[static_cast<std::size_t>(j)]))
+          << "thread " << i << " got a block on the line of a block still in use here";
+    mempool::deallocate(mine);
+  }
+}
+
 }  // namespace
 }  // namespace mempool::detail
 
