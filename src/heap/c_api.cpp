@@ -38,7 +38,7 @@ MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* realloc_slow(void* p, size_t siz
   // trimmed or taken from the free span after it, or kept.
   if (s->state != SpanState::kSmall && size > kHeapSmallMax &&
       (heap_resize_in_place(p, s, size) || (size <= usable && size > usable / 2)))
-    return p;
+    return heap_realloc_kept(p, size);
   void* q = heap_allocate(size);
   if (q == nullptr) return fail_enomem();  // p is untouched
   std::memcpy(q, p, size < usable ? size : usable);

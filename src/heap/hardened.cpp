@@ -526,7 +526,7 @@ MEMPOOL_ALLOCATION_ENTRY void* hardened_realloc(void* p, std::size_t n) noexcept
         write_slack(p, n, size);
         store_canary(p, size, static_cast<std::uint32_t>(n));
       }
-      return p;
+      return heap_realloc_kept(p, n);
     }
   } else {
     Span* s = large_block_span(p, "realloc of a free block");
@@ -536,7 +536,7 @@ MEMPOOL_ALLOCATION_ENTRY void* hardened_realloc(void* p, std::size_t n) noexcept
     if (n > kSmallMax && n <= room && n > room / 2 && s->profile_site == nullptr) {
       fill(p, n, slack_end(n, room));
       s->requested = n;
-      return p;
+      return heap_realloc_kept(p, n);
     }
   }
   void* q = heap_allocate(n);  // counted for the profiler

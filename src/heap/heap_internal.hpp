@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "class_info.hpp"
+#include "leak_check.hpp"
 #include "mempool/detail/platform.hpp"
 #include "mempool/detail/size_classes.hpp"
 #include "page_map.hpp"
@@ -292,6 +293,14 @@ MEMPOOL_ALWAYS_INLINE void* heap_realloc_small_move(void* p, std::size_t size, S
   return heap_realloc_move_ordered(p, q, n, s, c);
 }
 
+// realloc keeps block p for n bytes. Under the leak check its table learns the new size:
+// the scan reads that many bytes for pointers (a pointer stored past the old size would
+// be missed, and what it points to reported as leaked).
+MEMPOOL_ALWAYS_INLINE void* heap_realloc_kept(void* p, std::size_t n) noexcept {
+  if (MEMPOOL_UNLIKELY(g_leak_check)) return leak_resize(p, n);
+  return p;
+}
+
 // realloc's common case (redis grows and trims strings all the time): a small block
 // to a small size, one page-map lookup. A block that keeps its place is answered
 // here, before any register is saved; a move is a tail call to kMove, which needs
@@ -306,7 +315,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_realloc(void* p, std::size_t size) noexcept {
     if (MEMPOOL_UNLIKELY(c == 0 || !small_size)) return kSlow(p, size);
     Span* s = heap_small_block_span(p, entry, c, "realloc of a pointer into the middle of a block");
     const std::size_t to = heap_class_of(size);
-    if (to == c) return p;
+    if (to == c) return heap_realloc_kept(p, size);
     return kMove(p, size, s, c, to);
   } else {
     if (MEMPOOL_UNLIKELY(c == 0)) return kSlow(p, size);
@@ -321,9 +330,9 @@ MEMPOOL_ALWAYS_INLINE void* heap_realloc(void* p, std::size_t size) noexcept {
       const auto* b = static_cast<const FreeBlock*>(p);
       if (MEMPOOL_LIKELY(b->byte_at(kHeapFreeMarkOffset) !=
                          static_cast<std::uint8_t>(tls_thread_cache.key())))
-        return p;
+        return heap_realloc_kept(p, size);
       const std::size_t to = heap_class_of(size);
-      if (to == c) return p;
+      if (to == c) return heap_realloc_kept(p, size);
       return kMove(p, size, s, c, to);
     }
     if (MEMPOOL_UNLIKELY(!small_size)) return kSlow(p, size);

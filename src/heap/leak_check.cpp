@@ -993,6 +993,19 @@ void leak_track(const void* p, std::size_t n, const ProfileSite* site) noexcept 
   g_buckets[b] = e;
 }
 
+void* leak_resize(void* p, std::size_t n) noexcept {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  const std::size_t b = bucket_of(address);
+  std::lock_guard<Lock> lock(stripe_of(b).lock);
+  for (LeakEntry* e = g_buckets[b]; e != nullptr; e = e->next) {
+    if (e->address == address) {
+      e->size = n;
+      break;
+    }
+  }
+  return p;
+}
+
 const ProfileSite* leak_untrack(const void* p) noexcept {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   const std::size_t b = bucket_of(address);

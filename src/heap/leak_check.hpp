@@ -25,6 +25,10 @@ void leak_check_start() noexcept;
 // Block p of n bytes, allocated at `site`, is the program's now. Out of memory for the
 // table, p is left untracked (never reported).
 void leak_track(const void* p, std::size_t n, const ProfileSite* site) noexcept;
+// Tracked block p now holds n bytes: realloc kept it in place (the scan reads n bytes,
+// and the report counts them). Returns p, so that realloc reaches it by a tail call and
+// keeps no stack frame for it.
+void* leak_resize(void* p, std::size_t n) noexcept;
 // Block p is being freed: its site, or nullptr when p was not tracked.
 const ProfileSite* leak_untrack(const void* p) noexcept;
 // The site of tracked block p (its start), or nullptr.

@@ -57,6 +57,13 @@ extern "C" {
 __attribute__((noipa)) std::uintptr_t leak_check_lost_block(std::size_t n) {
   return hide(mp_malloc(n));
 }
+// A block of 40 bytes grown to 48 in place, then lost.
+__attribute__((noipa)) std::uintptr_t leak_check_lost_grown_block(bool* moved) {
+  void* p = mp_malloc(40);
+  void* q = mp_realloc(p, 48);
+  *moved = q != p;
+  return hide(q);
+}
 // A lost list of `n` nodes: the head is a direct leak, the others indirect.
 __attribute__((noipa)) std::uintptr_t leak_check_lost_list(int n) {
   void* head = nullptr;
@@ -248,6 +255,35 @@ TEST(HeapLeakCheckDeathTest, MisuseReportsSayWhere) {
       "double free[^\n]*\n"
       "mempool: heap: the block was allocated at:\n    #0 [^\n]*leak_check_kept_block[^\n]*\n"
       "(.*\n)*mempool: heap: and first freed at:\n    #0 [^\n]*leak_check_free\\+");
+}
+
+// realloc that keeps a block in place tells the check its new size: the scan reads the
+// grown bytes (a pointer stored there keeps its block), and a lost block is reported
+// with its size now.
+[[noreturn]] void realloc_in_place_child() {
+  start_check("23");
+  // 40 bytes take the 48-byte class, and 48 stay there.
+  void* holder = leak_check_kept_block(40);
+  CHILD_CHECK(mp_realloc(holder, 48) == holder, "realloc within the class moved the block");
+  static_cast<void**>(holder)[5] = leak_check_kept_block(100);  // bytes 40-47
+  g_kept = holder;
+  bool moved = true;
+  const std::uintptr_t lost = leak_check_lost_grown_block(&moved);
+  CHILD_CHECK(!moved, "the lost block moved");
+  scrub_stack();
+  const std::size_t leaked = mempool::leak_check();
+  CHILD_CHECK(leaked == 48,
+              "%zu bytes reported, 48 lost (the grown block's pointer keeps "
+              "its block)",
+              leaked);
+  mp_free(static_cast<void**>(g_kept)[5]);
+  mp_free(g_kept);
+  mp_free(reveal(lost));
+  ::_exit(0);
+}
+
+TEST(HeapLeakCheck, ReallocInPlaceUpdatesTheSize) {
+  IN_FRESH_PROCESS(realloc_in_place_child());
 }
 
 TEST(HeapLeakCheck, ReturnsZeroWhenOff) {
