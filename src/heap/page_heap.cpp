@@ -79,21 +79,22 @@ void PageHeap::list(Span* s) noexcept {
   s->state = SpanState::kFree;
   s->size_class = 0;
   list_for(s).push_front(s);
+  if (s->pages <= kMaxListPages) list_sizes_.add(s->pages);
   (s->released ? free_released_pages_ : free_resident_pages_) += s->pages;
   ++free_spans_;
 }
 
 void PageHeap::unlist(Span* s) noexcept {
   list_for(s).remove(s);
+  const std::size_t n = s->pages;
+  if (n <= kMaxListPages && resident_[n].empty() && released_[n].empty()) list_sizes_.remove(n);
   (s->released ? free_released_pages_ : free_resident_pages_) -= s->pages;
   --free_spans_;
 }
 
 Span* PageHeap::find_free(std::size_t pages) noexcept {
-  for (std::size_t n = pages; n <= kMaxListPages; ++n) {
-    if (!resident_[n].empty()) return resident_[n].first();
-    if (!released_[n].empty()) return released_[n].first();
-  }
+  if (const std::size_t n = list_sizes_.first_from(pages); n != ListSizes::npos)
+    return resident_[n].empty() ? released_[n].first() : resident_[n].first();
   // Best fit among the big ones: resident memory first, then released.
   for (SpanList* l : {&resident_large_, &released_large_}) {
     Span* best = nullptr;
@@ -119,7 +120,8 @@ Span* PageHeap::find_free(std::size_t pages, std::size_t align_pages) noexcept {
         ((s->first_page() + align_pages - 1) & ~(align_pages - 1)) - s->first_page();
     return s->pages >= head + pages;
   };
-  for (std::size_t n = pages; n <= kMaxListPages; ++n) {
+  for (std::size_t n = list_sizes_.first_from(pages); n != ListSizes::npos;
+       n = list_sizes_.first_from(n + 1)) {
     for (SpanList* l : {&resident_[n], &released_[n]})
       if (Span* s = l->first(); s != nullptr && fits(s)) return s;
   }

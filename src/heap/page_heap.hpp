@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -195,6 +196,30 @@ class PageHeap {
   std::size_t recent_peak_in_use_ = 0;
   SpanList resident_[kMaxListPages + 1];
   SpanList released_[kMaxListPages + 1];
+  // Which sizes have a free span, resident or released: bit n for the lists of n pages.
+  // find_free asks for the first size at or above a request in a few instructions; the
+  // walk over 128 sizes it replaces was a quarter of the instructions of 100 threads that
+  // each carved 2 MiB of 1 KiB blocks (callgrind).
+  class ListSizes {
+   public:
+    static constexpr std::size_t npos = SIZE_MAX;
+    void add(std::size_t n) noexcept { words_[n / 64] |= std::uint64_t{1} << (n % 64); }
+    void remove(std::size_t n) noexcept { words_[n / 64] &= ~(std::uint64_t{1} << (n % 64)); }
+    // The smallest size at or above n with a free span, or npos.
+    [[nodiscard]] std::size_t first_from(std::size_t n) const noexcept {
+      for (std::size_t w = n / 64; w < kWords; ++w) {
+        const std::uint64_t bits =
+            words_[w] & (w == n / 64 ? ~std::uint64_t{0} << (n % 64) : ~std::uint64_t{0});
+        if (bits != 0) return w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      }
+      return npos;
+    }
+
+   private:
+    static constexpr std::size_t kWords = kMaxListPages / 64 + 1;
+    std::uint64_t words_[kWords] = {};
+  };
+  ListSizes list_sizes_;
   SpanList resident_large_;
   SpanList released_large_;
   // Every reservation the heap still has, [low, high), for reserved(); one extended
