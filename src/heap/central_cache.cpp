@@ -190,6 +190,15 @@ bool CentralCache::holds_free(std::size_t c, const void* p) const noexcept {
   return false;
 }
 
+bool CentralCache::carved_block(std::size_t c, const void* p) const noexcept {
+  // The span's state and class are stable while p is out; its carve pointer is not.
+  const Span* s = g_page_map.lookup(p);
+  if (s == nullptr || s->state != SpanState::kSmall || s->size_class != c) return false;
+  if (!heap_starts_block(p, s)) return false;
+  std::lock_guard<Lock> lock(classes_[c].mutex);
+  return reinterpret_cast<std::uintptr_t>(p) < s->carve;
+}
+
 CentralClassCounts CentralCache::counts(std::size_t c) const noexcept {
   const Class& k = classes_[c];
   std::lock_guard<Lock> lock(k.mutex);

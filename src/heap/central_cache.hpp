@@ -38,6 +38,9 @@ class CentralCache {
   void drain() noexcept;
   // Whether p (in a span of class c) is free here: in a kept batch or its span's list.
   [[nodiscard]] bool holds_free(std::size_t c, const void* p) const noexcept;
+  // Whether p starts a block that a span of class c has handed out (carved), the class
+  // locked: the carve pointer moves under the lock.
+  [[nodiscard]] bool carved_block(std::size_t c, const void* p) const noexcept;
   [[nodiscard]] CentralClassCounts counts(std::size_t c) const noexcept;
 
   // fork(): every lock, in class order.

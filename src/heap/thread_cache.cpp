@@ -58,13 +58,6 @@ std::uint32_t class_cap(std::size_t c, std::size_t budget) noexcept {
   return static_cast<std::uint32_t>(std::clamp<std::size_t>(blocks, 1, kMaxListLength));
 }
 
-// p starts a block of a span of class c.
-bool is_block_of_class(const void* p, std::size_t c) noexcept {
-  const Span* s = g_page_map.lookup(p);
-  if (s == nullptr || s->state != SpanState::kSmall || s->size_class != c) return false;
-  return heap_starts_block(p, s) && reinterpret_cast<std::uintptr_t>(p) < s->carve;
-}
-
 void thread_exit_hook(void* cache) {
   static_cast<ThreadCache*>(cache)->on_thread_exit();
 }
@@ -258,7 +251,7 @@ MEMPOOL_ALLOCATION_ENTRY void ThreadCache::flush(std::size_t c) noexcept {
   // undetected here as on every later free (the misuse table records it so).
   if (maxes[c] == 0) {
     set_max(c, 1);
-    if (is_block_of_class(heads[c], c)) release(c, 1);
+    if (g_central_cache.carved_block(c, heads[c])) release(c, 1);
     return;
   }
   budget_ = budget_share();
