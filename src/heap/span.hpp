@@ -29,16 +29,10 @@ enum class SpanState : std::uint8_t {
 // Aligned to 128 bytes so that a page-map entry can carry the size class in its
 // low 7 bits (classes are below 128).
 struct alignas(128) Span {
-  std::uintptr_t start = 0;  // page-aligned
-  std::size_t pages = 0;
-  Span* prev = nullptr;  // in a SpanList (free lists, the central cache's lists)
-  Span* next = nullptr;
-
-  // Small spans: blocks come from `free_blocks`, then from [carve, carve_end),
-  // which is carved lazily so untouched pages stay untouched.
-  FreeBlock* free_blocks = nullptr;
-  std::uintptr_t carve = 0;
-  std::uintptr_t carve_end = 0;
+  // The first cache line: what free, malloc_usable_size, realloc and the central
+  // cache read for every block (a tree of 100,000 nodes freed at once missed both
+  // lines of each span when the interior-pointer test's two words straddled them).
+  //
   // offset % block size == 0  <=>  offset * divisor < divisor (Lemire's
   // divisibility test, exact for offsets below 2^32): the interior-pointer check.
   // With start_divisor = start * divisor (mod 2^64) it is p * divisor -
@@ -48,11 +42,11 @@ struct alignas(128) Span {
   // (kSpanBlockStartBits; class_info.hpp proves it for every class at compile time).
   std::uint64_t divisor = 0;
   std::uint64_t start_divisor = 0;
-  std::uint32_t allocated = 0;  // blocks out of the span (in caches or in use)
-  std::uint32_t capacity = 0;
   // kSmall: the class's block size, beside the interior-pointer test's fields, so that
   // malloc_usable_size and realloc read it from the span they load anyway.
   std::uint32_t block_size = 0;
+  std::uint32_t allocated = 0;  // blocks out of the span (in caches or in use)
+  std::uint32_t capacity = 0;
   std::uint8_t size_class = 0;  // 0 unless kSmall; the page map carries it too
   SpanState state = SpanState::kFree;
   bool released = false;  // kFree: the pages were given back to the OS (or never touched)
@@ -62,6 +56,17 @@ struct alignas(128) Span {
   // Hardened builds, kSmall: the span's blocks carry canaries and a fill (a sampled
   // span, hardened.cpp); the others are checked as in the default build.
   bool guarded = false;
+  // Small spans: blocks come from `free_blocks`, then from [carve, carve_end),
+  // which is carved lazily so untouched pages stay untouched.
+  FreeBlock* free_blocks = nullptr;
+  std::uintptr_t carve = 0;
+  std::uintptr_t carve_end = 0;
+
+  // The second line: the page heap's and the large blocks' fields.
+  std::uintptr_t start = 0;  // page-aligned
+  std::size_t pages = 0;
+  Span* prev = nullptr;  // in a SpanList (free lists, the central cache's lists)
+  Span* next = nullptr;
   // kFree and kCached: when the pages were last in use (page heap clock, ms), for decay.
   std::uint64_t free_since = 0;
   // Hardened builds, kLarge and kDirect, and sampled blocks: the bytes the program
@@ -90,6 +95,8 @@ inline T* address_as(std::uintptr_t address) noexcept {
   return reinterpret_cast<T*>(address);  // NOLINT(performance-no-int-to-ptr)
 }
 static_assert(sizeof(Span) == 128);
+static_assert(offsetof(Span, carve_end) + sizeof(std::uintptr_t) <= 64 &&
+              offsetof(Span, start) == 64);
 
 // The page heap's free lists and the central cache's lists of spans.
 using SpanList = IntrusiveList<Span, &Span::prev, &Span::next>;

@@ -270,6 +270,46 @@ TEST(HeapCentralCache, KeepsFullBatchesAndReturnsEmptySpans) {
   EXPECT_EQ(after.blocks_out, before.blocks_out - before.blocks_in_batches);
 }
 
+// Blocks go back to their spans in runs (release_to_spans looks a span up once for
+// the blocks that follow in it): a chain that alternates between spans, with runs
+// of one and of several blocks, still returns each block to its own span, and every
+// span the blocks were carved from is whole again and goes back to the page heap.
+TEST(HeapCentralCache, ReturnsAChainMixingSpansBlockByBlockToItsSpans) {
+  const std::size_t c = heap_class_of(1024);
+  const std::size_t capacity = kHeapClasses[c].capacity;
+  const std::uintptr_t key = heap_link_key();
+  g_central_cache.drain();
+  const CentralClassCounts before = g_central_cache.counts(c);
+  std::vector<FreeBlock*> blocks;
+  for (int i = 0; i < 3; ++i) {  // three spans' worth: new spans, carved whole
+    FreeBlock* first = nullptr;
+    ASSERT_EQ(g_central_cache.remove_range(c, capacity, &first), capacity);
+    for (FreeBlock* b = first; b != nullptr; b = heap_next(b, key))
+      blocks.push_back(b);
+  }
+  ASSERT_GE(g_central_cache.counts(c).spans, before.spans + 2);
+  std::sort(blocks.begin(), blocks.end());
+  // Alternate: one block of the lowest third, then three of the middle one, then
+  // one of the top, and so on, so that runs of 1 and of 3 blocks cross spans.
+  const std::size_t third = blocks.size() / 3;
+  std::vector<FreeBlock*> order;
+  for (std::size_t lo = 0, mid = third, hi = 2 * third; order.size() < blocks.size();) {
+    if (lo < third) order.push_back(blocks[lo++]);
+    for (int k = 0; k < 3 && mid < 2 * third; ++k)
+      order.push_back(blocks[mid++]);
+    if (hi < blocks.size()) order.push_back(blocks[hi++]);
+  }
+  for (std::size_t i = 0; i < order.size(); ++i)
+    heap_set_next(order[i], i + 1 < order.size() ? order[i + 1] : nullptr, key);
+  // Not a batch's count: the central cache does not keep it, it goes to the spans.
+  ASSERT_NE(order.size(), kHeapClasses[c].batch);
+  g_central_cache.insert_range(c, order[0], order.size());
+  const CentralClassCounts after = g_central_cache.counts(c);
+  EXPECT_EQ(after.blocks_out, before.blocks_out);
+  EXPECT_EQ(after.spans, before.spans) << "a span was left with a block counted out";
+  EXPECT_EQ(after.blocks_in_spans, before.blocks_in_spans);
+}
+
 // The kept batches are bounded per class (64 KiB of blocks): beyond that, freed
 // batches go back to their spans, so free blocks of a class the program has
 // stopped using do not pin spans (the fragmentation benchmark held 1.33x its
