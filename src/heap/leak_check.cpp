@@ -513,7 +513,7 @@ Range range_of(const T& object) noexcept {
 // first block, which would then always look reachable.
 void scan_globals(Marker& m, const Scratch<Range>& globals) noexcept {
   Range excluded[] = {range_of(g_page_heap), range_of(g_central_cache), range_of(g_page_map),
-                      range_of(g_metadata)};
+                      range_of(PageMap::root()), range_of(g_metadata)};
   std::sort(std::begin(excluded), std::end(excluded),
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
   for (const Range& r : globals) {

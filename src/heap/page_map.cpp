@@ -5,6 +5,7 @@
 namespace mempool::detail {
 
 constinit PageMap g_page_map;
+constinit std::atomic<PageMap::Leaf*> PageMap::root_[PageMap::kRootSize] = {};
 
 bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
   const std::uintptr_t last = first + count - 1;
