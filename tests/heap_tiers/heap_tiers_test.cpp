@@ -362,6 +362,46 @@ TEST(HeapThreadCache, ALargeClassTakesAtMostAnEighthOfTheBudget) {
   }
 }
 
+// A list that wants to grow past a full budget does not cut the others down at each
+// miss (they would miss and grow back: lists that together want more than the budget
+// took turns), but it is not shut out either: now and then the largest lists make
+// room, so that a program whose sizes change moves its cache to the new ones.
+TEST(HeapThreadCache, AListPastAFullBudgetWaitsForItsTurn) {
+  std::thread([] {
+    std::vector<void*> blocks;
+    const auto cycle = [&blocks](std::size_t n, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i)
+        blocks.push_back(mempool::allocate(n));
+      for (void* p : blocks)
+        mempool::deallocate(p);
+      blocks.clear();
+    };
+    cycle(64, 1);  // the cache is active: its budget is set
+    const std::size_t budget = tls_thread_cache.budget();
+    // Twelve classes of 70-235 KiB, each wanting an eighth of the budget, fill it.
+    for (int round = 0; round < 10; ++round)
+      for (std::size_t k = 0; k < 12; ++k)
+        cycle(70 * 1024 + k * 15 * 1024, budget / 8 / (70 * 1024 + k * 15 * 1024) + 2);
+    const std::size_t held = tls_thread_cache.max_bytes();
+    // (When each growth past the budget cut the others to half of it, they held less.)
+    ASSERT_GE(held, budget / 4 * 3) << "the twelve classes, wanting 1.5 budgets, do not fill it";
+    // A new class misses a few times: at most one pass makes room, down to the budget.
+    constexpr std::size_t kLarge = 256 * 1024;
+    const std::size_t large = heap_class_of(kLarge);
+    for (int i = 0; i < 20; ++i)
+      cycle(kLarge, 4);
+    EXPECT_GE(tls_thread_cache.max_bytes() - tls_thread_cache.maxes[large] * kLarge,
+              held - budget / 4)
+        << "the other lists were cut down at the new class's misses";
+    // It keeps missing: within a few passes it has grown to its cap (an eighth).
+    const std::size_t cap = budget / 8 / kLarge;
+    for (int i = 0; i < 200'000 && tls_thread_cache.maxes[large] < cap; ++i)
+      cycle(kLarge, cap + 1);
+    EXPECT_EQ(tls_thread_cache.maxes[large], cap) << "the new class never got room";
+    EXPECT_LE(tls_thread_cache.max_bytes(), budget);
+  }).join();
+}
+
 // Large classes pushing the thread past its budget are cut back first: a small
 // class's list keeps most of its threshold while a dozen classes of 70-235 KiB
 // grow and overflow the budget again and again, and the budget still holds.

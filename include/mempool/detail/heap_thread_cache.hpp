@@ -182,8 +182,14 @@ class MEMPOOL_API ThreadCache {
   bool activate() noexcept;
   void release(std::size_t c, std::size_t n) noexcept;
   void set_max(std::size_t c, std::uint32_t max) noexcept;
-  void scavenge() noexcept;
+  void update_budget() noexcept;
+  void grow(std::size_t c, std::uint32_t max) noexcept;
+  void scavenge(std::size_t target, std::size_t spare = 0) noexcept;
 
+  // A list may grow past the budget by scavenging the others at most once every this
+  // many refills and flushes of the thread (grow, thread_cache.cpp).
+  static constexpr std::uint32_t kMissesPerScavenge = 16384;
+  std::uint32_t misses_since_scavenge_ = 0;
   std::size_t max_bytes_ = 0;  // sum of max x block size
   std::size_t budget_ = 0;     // this thread's share of the total (set when active)
   std::uint8_t overflows_[kHeapClassCount] = {};
