@@ -394,7 +394,7 @@ TEST(HeapThreadCache, AListPastAFullBudgetWaitsForItsTurn) {
               held - budget / 4)
         << "the other lists were cut down at the new class's misses";
     // It keeps missing: within a few passes it has grown to its cap (an eighth).
-    const std::size_t cap = budget / 8 / kLarge;
+    const std::size_t cap = std::max<std::size_t>(1, budget / 8 / kLarge);  // class_cap
     for (int i = 0; i < 200'000 && tls_thread_cache.maxes[large] < cap; ++i)
       cycle(kLarge, cap + 1);
     EXPECT_EQ(tls_thread_cache.maxes[large], cap) << "the new class never got room";
