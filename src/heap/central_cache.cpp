@@ -33,8 +33,10 @@ std::uintptr_t heap_link_key() noexcept {
 
 Span* CentralCache::new_span(std::size_t c) noexcept {
   const HeapClassInfo& info = kHeapClasses[c];
-  // The page heap sets the state under its lock: it reads its neighbours' states.
-  Span* s = g_page_heap.allocate(info.span_pages, 1, SpanState::kSmall);
+  // The page heap sets the state under its lock (it reads its neighbours' states),
+  // and tags every page with the class: the free path reads it from the page map.
+  Span* s =
+      g_page_heap.allocate(info.span_pages, 1, SpanState::kSmall, static_cast<std::uint8_t>(c));
   if (s == nullptr) return nullptr;
   if constexpr (kChecked) {
     const std::size_t words = (info.capacity + 63) / 64;
@@ -53,10 +55,7 @@ Span* CentralCache::new_span(std::size_t c) noexcept {
   s->free_blocks = nullptr;
   s->start_divisor = s->start * info.divisor;
   s->block_size = info.size;
-  s->size_class = static_cast<std::uint8_t>(c);
   if constexpr (kHardened) hardened_prepare_span(s, c);
-  // The free path reads the class from the page map: tag every page.
-  g_page_map.set_range(s->first_page(), s->pages, s);
   return s;
 }
 

@@ -286,7 +286,8 @@ void PageHeap::insert_free(Span* s) noexcept {
   list(s);
 }
 
-Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState state) noexcept {
+Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState state,
+                         std::uint8_t size_class) noexcept {
   if (pages == 0 || pages + align_pages - 1 < pages) return nullptr;
   Unmaps unmaps;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -338,7 +339,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
   s->reused = !s->released;  // released pages read as zeros again (MADV_DONTNEED)
   s->released = false;
   s->state = state;
-  s->size_class = 0;
+  s->size_class = size_class;
   g_page_map.set_range(s->first_page(), s->pages, s);
   span_bytes_in_use_ += s->bytes();
   recent_peak_in_use_ = std::max(recent_peak_in_use_, span_bytes_in_use_);

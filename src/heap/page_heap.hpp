@@ -56,9 +56,10 @@ class PageHeap {
  public:
   // A span of `pages` pages whose start is a multiple of align_pages (a power of
   // two), in `state` (kLarge, or kSmall for the central cache) with every page
-  // mapped to it; nullptr when the OS refuses memory.
+  // mapped to it, its entries tagged with size_class (the central cache's class;
+  // 0 for kLarge); nullptr when the OS refuses memory.
   Span* allocate(std::size_t pages, std::size_t align_pages = 1,
-                 SpanState state = SpanState::kLarge) noexcept;
+                 SpanState state = SpanState::kLarge, std::uint8_t size_class = 0) noexcept;
   // Takes back a span from allocate (kSmall or kLarge).
   void free(Span* s) noexcept;
   // Shrinks or grows a kLarge span in place to `pages` (growing takes the free

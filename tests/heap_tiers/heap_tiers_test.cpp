@@ -146,6 +146,33 @@ TEST(HeapPageMap, NewestLeafAndOlderLeavesAgree) {
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start)), nullptr);
 }
 
+// set_range writes a leaf at a time: a span across two leaves (a reservation that
+// straddles a 2 GiB boundary) has every page in both, and nothing beyond either end.
+TEST(HeapPageMap, ASpanAcrossTwoLeavesHasEveryPageInBoth) {
+  const std::uintptr_t boundary = std::uintptr_t{0x5000'0000'0000} >> kHeapPageShift;
+  const std::uintptr_t first = boundary - 5;
+  Span span;
+  span.start = first << kHeapPageShift;
+  span.pages = 12;  // 5 pages in the lower leaf, 7 in the upper
+  span.size_class = 3;
+  g_page_heap.lock();
+  ASSERT_TRUE(g_page_map.ensure(first - 1, span.pages + 2));
+  g_page_map.set_range(first, span.pages, &span);
+  g_page_heap.unlock();
+  for (std::size_t i = 0; i < span.pages; ++i) {
+    const void* p = reinterpret_cast<void*>(span.start + i * kHeapPageSize + 8);
+    EXPECT_EQ(g_page_map.lookup(p), &span) << "page " << i;
+    EXPECT_EQ(g_page_map.lookup_entry(p) & kSpanTagMask, 3u) << "page " << i;
+  }
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start - 1)), nullptr);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start + span.bytes())), nullptr);
+  g_page_heap.lock();
+  g_page_map.set_range(first, span.pages, nullptr);
+  g_page_heap.unlock();
+  for (std::size_t i = 0; i < span.pages; ++i)
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start + i * kHeapPageSize)), nullptr);
+}
+
 // Spans of `pages` taken from the page heap (held in `held`) until `found` accepts the
 // latest ones; nullptr-free. Gives up once more than `budget` pages are held: by then
 // the page heap has handed out more than the free pages it had, so it is mapping fresh
