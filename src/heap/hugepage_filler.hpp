@@ -23,7 +23,7 @@ inline constexpr std::size_t kHugePagePages = kHugePageSize >> kHeapPageShift;  
 
 // MEMPOOL_THP.
 enum class ThpMode : std::uint8_t {
-  kAuto,    // follow the system (always or madvise), once the heap holds kAutoFromBytes
+  kAuto,    // follow the system (always or madvise), once the dense arena holds kAutoFromBytes
   kAlways,  // as kAuto from the first byte, the heap's metadata too
   kNever,   // MADV_NOHUGEPAGE on the heap: 4 KiB pages even where the system says always
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "class_info.hpp"
 #include "mempool/detail/os.hpp"
 #include "mempool/detail/platform.hpp"  // MEMPOOL_TLS_MODEL
 #include "metadata.hpp"
@@ -71,15 +72,16 @@ std::uint64_t PageHeap::now_ms() noexcept {
 }
 
 SpanList& PageHeap::list_for(const Span* s) noexcept {
-  if (s->pages <= kMaxListPages) return s->released ? released_[s->pages] : resident_[s->pages];
-  return s->released ? released_large_ : resident_large_;
+  Arena& a = arenas_[s->arena];
+  if (s->pages <= kMaxListPages) return s->released ? a.released[s->pages] : a.resident[s->pages];
+  return s->released ? a.released_large : a.resident_large;
 }
 
 void PageHeap::list(Span* s) noexcept {
   s->state = SpanState::kFree;
   s->size_class = 0;
   list_for(s).push_front(s);
-  if (s->pages <= kMaxListPages) list_sizes_.add(s->pages);
+  if (s->pages <= kMaxListPages) arenas_[s->arena].sizes.add(s->pages);
   (s->released ? free_released_pages_ : free_resident_pages_) += s->pages;
   ++free_spans_;
 }
@@ -87,16 +89,17 @@ void PageHeap::list(Span* s) noexcept {
 void PageHeap::unlist(Span* s) noexcept {
   list_for(s).remove(s);
   const std::size_t n = s->pages;
-  if (n <= kMaxListPages && resident_[n].empty() && released_[n].empty()) list_sizes_.remove(n);
+  Arena& a = arenas_[s->arena];
+  if (n <= kMaxListPages && a.resident[n].empty() && a.released[n].empty()) a.sizes.remove(n);
   (s->released ? free_released_pages_ : free_resident_pages_) -= s->pages;
   --free_spans_;
 }
 
-Span* PageHeap::find_free(std::size_t pages) noexcept {
-  if (const std::size_t n = list_sizes_.first_from(pages); n != ListSizes::npos)
-    return resident_[n].empty() ? released_[n].first() : resident_[n].first();
+Span* PageHeap::find_free(Arena& a, std::size_t pages) noexcept {
+  if (const std::size_t n = a.sizes.first_from(pages); n != ListSizes::npos)
+    return a.resident[n].empty() ? a.released[n].first() : a.resident[n].first();
   // Best fit among the big ones: resident memory first, then released.
-  for (SpanList* l : {&resident_large_, &released_large_}) {
+  for (SpanList* l : {&a.resident_large, &a.released_large}) {
     Span* best = nullptr;
     for (Span* s = l->first(); s != nullptr; s = s->next) {
       if (s->pages >= pages && (best == nullptr || s->pages < best->pages ||
@@ -113,19 +116,19 @@ Span* PageHeap::find_free(std::size_t pages) noexcept {
 // holds them, but asking for that passes over an aligned span of just the size, as
 // every large span on huge pages is, for a bigger one: the buffer loop of bigbuffers
 // then faulted 2.3 times the memory.)
-Span* PageHeap::find_free(std::size_t pages, std::size_t align_pages) noexcept {
-  if (align_pages == 1) return find_free(pages);
+Span* PageHeap::find_free(Arena& a, std::size_t pages, std::size_t align_pages) noexcept {
+  if (align_pages == 1) return find_free(a, pages);
   const auto fits = [&](const Span* s) {
     const std::size_t head =
         ((s->first_page() + align_pages - 1) & ~(align_pages - 1)) - s->first_page();
     return s->pages >= head + pages;
   };
-  for (std::size_t n = list_sizes_.first_from(pages); n != ListSizes::npos;
-       n = list_sizes_.first_from(n + 1)) {
-    for (SpanList* l : {&resident_[n], &released_[n]})
+  for (std::size_t n = a.sizes.first_from(pages); n != ListSizes::npos;
+       n = a.sizes.first_from(n + 1)) {
+    for (SpanList* l : {&a.resident[n], &a.released[n]})
       if (Span* s = l->first(); s != nullptr && fits(s)) return s;
   }
-  for (SpanList* l : {&resident_large_, &released_large_}) {
+  for (SpanList* l : {&a.resident_large, &a.released_large}) {
     Span* best = nullptr;
     for (Span* s = l->first(); s != nullptr; s = s->next) {
       if (fits(s) && (best == nullptr || s->pages < best->pages ||
@@ -148,8 +151,8 @@ Span* PageHeap::find_free(std::size_t pages, std::size_t align_pages) noexcept {
 // still mapped more. Moving a span onto a bigger mapping with mremap saved faults
 // but not their time: on this VM the first write to a moved page cost as much as
 // a fault.)
-bool PageHeap::grow(std::size_t pages) noexcept {
-  if (const Span* edge = edge_span(); edge != nullptr && pages >= kRegionPages) {
+bool PageHeap::grow(std::uint8_t arena, std::size_t pages) noexcept {
+  if (const Span* edge = edge_span(arenas_[arena]); edge != nullptr && pages >= kRegionPages) {
     // No free span fits, so the edge is smaller: it lacks pages - edge->pages. Those
     // land right below it unless the reservation ran out and the next one is
     // elsewhere (or none could be had); then they are a free span of their own, and
@@ -158,50 +161,53 @@ bool PageHeap::grow(std::size_t pages) noexcept {
     const std::size_t lacking =
         pages > edge->pages ? HugePageFiller::round_up(pages - edge->pages) : 0;
     if (lacking == 0) return true;  // the edge holds them (aligned requests: find_free)
-    const std::uintptr_t start = map_region(lacking);
+    const std::uintptr_t start = map_region(arena, lacking);
     if (start == 0) return false;
     if (start + (lacking << kHeapPageShift) == edge_start) return true;
   }
   // Whole huge pages, so that the committed edge stays on a huge-page boundary.
   const std::size_t need = HugePageFiller::round_up(pages);
   const std::size_t region = need < kRegionPages ? kRegionPages : need;
-  if (map_region(region) != 0) return true;
-  return region > need && map_region(need) != 0;  // the big region was refused: the need
+  if (map_region(arena, region) != 0) return true;
+  return region > need && map_region(arena, need) != 0;  // the big region was refused: the need
 }
 
-const Span* PageHeap::edge_span() const noexcept {
-  const Span* s = commit_low_ != 0 ? span_at_page(commit_low_ >> kHeapPageShift) : nullptr;
-  return s != nullptr && s->state == SpanState::kFree && s->start == commit_low_ ? s : nullptr;
+const Span* PageHeap::edge_span(const Arena& a) const noexcept {
+  const Span* s = a.commit_low != 0 ? span_at_page(a.commit_low >> kHeapPageShift) : nullptr;
+  return s != nullptr && s->state == SpanState::kFree && s->start == a.commit_low ? s : nullptr;
 }
 
-std::uintptr_t PageHeap::reserved_below(std::size_t bytes) noexcept {
-  if (commit_low_ - reserve_low_ >= bytes) return commit_low_ - bytes;
+std::uintptr_t PageHeap::reserved_below(std::uint8_t arena, std::size_t bytes) noexcept {
+  Arena& a = arenas_[arena];
+  if (a.commit_low - a.reserve_low >= bytes) return a.commit_low - bytes;
   const std::size_t size = std::max(kReserveBytes, bytes);
   const std::size_t count = reservation_count_.load(std::memory_order_relaxed);
-  Reservation* last = count != 0 && count <= kMaxReservations ? &reservations_[count - 1] : nullptr;
+  Reservation* last = a.reservation < kMaxReservations ? &reservations_[a.reservation] : nullptr;
   ensure_thp_mode();
-  if (reserve_low_ > size && os_reserve(address_as(reserve_low_ - size), size) != nullptr) {
-    reserve_low_ -= size;  // contiguous with the last
-    advise(reserve_low_, size);
-    if (last != nullptr) last->low.store(reserve_low_, std::memory_order_relaxed);
-    return commit_low_ - bytes;
+  if (a.reserve_low > size && os_reserve(address_as(a.reserve_low - size), size) != nullptr) {
+    a.reserve_low -= size;  // contiguous with the last
+    advise(arena, a.reserve_low, size);
+    if (last != nullptr) last->low.store(a.reserve_low, std::memory_order_relaxed);
+    return a.commit_low - bytes;
   }
   // A huge page more, so that the committed part starts on a huge-page boundary.
   void* r = os_reserve(nullptr, size + kHugePageSize);
   if (r == nullptr) return 0;
-  if (commit_low_ > reserve_low_) {
-    os_unreserve(address_as(reserve_low_), commit_low_ - reserve_low_);
-    if (last != nullptr) last->low.store(commit_low_, std::memory_order_relaxed);
+  if (a.commit_low > a.reserve_low) {
+    os_unreserve(address_as(a.reserve_low), a.commit_low - a.reserve_low);
+    if (last != nullptr) last->low.store(a.commit_low, std::memory_order_relaxed);
   }
-  reserve_low_ = reinterpret_cast<std::uintptr_t>(r);
-  commit_low_ = (reserve_low_ + size + kHugePageSize) & ~(kHugePageSize - 1);
-  advise(reserve_low_, commit_low_ - reserve_low_);
+  a.reserve_low = reinterpret_cast<std::uintptr_t>(r);
+  a.commit_low = (a.reserve_low + size + kHugePageSize) & ~(kHugePageSize - 1);
+  advise(arena, a.reserve_low, a.commit_low - a.reserve_low);
+  a.reservation = count < kMaxReservations ? count : SIZE_MAX;
   if (count < kMaxReservations) {
-    reservations_[count].low.store(reserve_low_, std::memory_order_relaxed);
-    reservations_[count].high.store(commit_low_, std::memory_order_relaxed);
+    reservations_[count].low.store(a.reserve_low, std::memory_order_relaxed);
+    reservations_[count].high.store(a.commit_low, std::memory_order_relaxed);
+    reservations_[count].arena = arena;
   }
   reservation_count_.store(count + 1, std::memory_order_release);
-  return commit_low_ - bytes;
+  return a.commit_low - bytes;
 }
 
 bool PageHeap::reserved(const void* p) const noexcept {
@@ -216,21 +222,22 @@ bool PageHeap::reserved(const void* p) const noexcept {
   return false;
 }
 
-std::uintptr_t PageHeap::map_region(std::size_t pages) noexcept {
+std::uintptr_t PageHeap::map_region(std::uint8_t arena, std::size_t pages) noexcept {
   const std::size_t bytes = pages << kHeapPageShift;
-  const std::uintptr_t at = reserved_below(bytes);
+  const std::uintptr_t at = reserved_below(arena, bytes);
   // No address space to reserve (an address-space limit): a mapping of its own.
   const std::uintptr_t start =
       at != 0 ? at : reinterpret_cast<std::uintptr_t>(os_map_aligned(bytes, kHugePageSize));
   if (start == 0) return 0;
-  if (at == 0) advise(start, bytes);
+  if (at == 0) advise(arena, start, bytes);
   Span* s = g_page_map.ensure(start >> kHeapPageShift, pages) ? g_metadata.create<Span>() : nullptr;
   if (s == nullptr || (at != 0 && !os_commit(address_as(at), bytes))) {
     if (s != nullptr) g_metadata.destroy(s);
     if (at == 0) os_unmap(address_as(start), bytes);
     return 0;
   }
-  if (at != 0) commit_low_ = at;
+  if (at != 0) arenas_[arena].commit_low = at;
+  if (arena == kSparse) sparse_region_bytes_ += bytes;  // before add_mapped: not dense
   add_mapped(bytes);
   region_bytes_ += bytes;
   // The metadata every operation touches (page-map leaves, spans) on huge pages
@@ -244,6 +251,7 @@ std::uintptr_t PageHeap::map_region(std::size_t pages) noexcept {
   }
   s->start = start;
   s->pages = pages;
+  s->arena = arena;
   s->released = true;  // never touched: not resident
   insert_free(s);      // coalesces with a free span at the edge
   return start;
@@ -258,13 +266,15 @@ Span* PageHeap::split(Span* s, std::size_t pages) noexcept {
   rest->pages = s->pages - pages;
   rest->released = s->released;
   rest->free_since = s->free_since;
+  rest->arena = s->arena;
   s->pages = pages;
   return rest;
 }
 
 void PageHeap::insert_free(Span* s) noexcept {
+  // Arenas may lie side by side (reservations the kernel placed adjacent): never merged.
   if (Span* left = span_at_page(s->first_page() - 1);
-      left != nullptr && left->state == SpanState::kFree) {
+      left != nullptr && left->state == SpanState::kFree && left->arena == s->arena) {
     unlist(left);
     g_page_map.set(left->last_page(), nullptr);
     g_page_map.set(s->first_page(), nullptr);
@@ -274,7 +284,7 @@ void PageHeap::insert_free(Span* s) noexcept {
     g_metadata.destroy(left);
   }
   if (Span* right = span_at_page(s->last_page() + 1);
-      right != nullptr && right->state == SpanState::kFree) {
+      right != nullptr && right->state == SpanState::kFree && right->arena == s->arena) {
     unlist(right);
     g_page_map.set(s->last_page(), nullptr);
     g_page_map.set(right->first_page(), nullptr);
@@ -292,32 +302,36 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
   Unmaps unmaps;
   std::lock_guard<std::mutex> lock(mutex_);
   if (decay_ms_ != kNoDecay) decay_locked(now_ms(), unmaps);
+  ensure_thp_mode();  // arena_for asks whether huge pages are allowed
+  const std::uint8_t arena = arena_for(pages, state, size_class);
+  Arena& a = arenas_[arena];
   Span* s = nullptr;
   if (state == SpanState::kLarge) {
     // Whole huge pages where they fit a free span, else the pages as asked for.
     const HugePageFiller::LargeShape shape = filler_.large_shape(pages, align_pages);
-    s = find_free(shape.pages, shape.align_pages);
-    if (s != nullptr || find_free(pages, align_pages) == nullptr) {
+    s = find_free(a, shape.pages, shape.align_pages);
+    if (s != nullptr || find_free(a, pages, align_pages) == nullptr) {
       pages = shape.pages;
       align_pages = shape.align_pages;
     }
   }
   const std::size_t want = pages + align_pages - 1;
-  if (s == nullptr) s = find_free(pages, align_pages);
-  if (s == nullptr && merge_released_pieces()) s = find_free(pages, align_pages);
+  if (s == nullptr) s = find_free(a, pages, align_pages);
+  if (s == nullptr && merge_released_pieces()) s = find_free(a, pages, align_pages);
   // Growth: fresh pages, or pages given back that fault in again.
   if (s == nullptr || s->released) {
     const LimitCheck limit = check_limit(want << kHeapPageShift, nullptr, unmaps);
     if (limit == LimitCheck::kRefuse) return nullptr;
-    if (limit == LimitCheck::kGrow) s = find_free(pages, align_pages);  // the free pages went back
+    if (limit == LimitCheck::kGrow)
+      s = find_free(a, pages, align_pages);  // the free pages went back
   }
   if (s == nullptr) {
     // The heap grows at its committed edge, which is on a huge page: up to that
     // alignment it needs only `pages` more.
     const std::size_t need = align_pages <= kHugePagePages ? pages : want;
     // Out of memory: the cached mappings go first (an address-space limit counts them).
-    if (!grow(need) && !(drop_direct_cache() && grow(need))) return nullptr;
-    s = find_free(pages, align_pages);
+    if (!grow(arena, need) && !(drop_direct_cache() && grow(arena, need))) return nullptr;
+    s = find_free(a, pages, align_pages);
     if (s == nullptr) return nullptr;
   }
   unlist(s);
@@ -334,7 +348,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
   }
   if (s->pages > pages) {
     // Without metadata for the split the caller gets the longer span: still correct.
-    s = carve(s, pages, align_pages == 1 && filler_.enabled());
+    s = carve(s, pages, align_pages == 1 && on_huge_pages(s));
   }
   s->reused = !s->released;  // released pages read as zeros again (MADV_DONTNEED)
   s->released = false;
@@ -411,7 +425,9 @@ bool PageHeap::resize(Span* s, std::size_t pages) noexcept {
   }
   Span* right = span_at_page(s->last_page() + 1);
   const std::size_t need = pages - s->pages;
-  if (right == nullptr || right->state != SpanState::kFree || right->pages < need) return false;
+  if (right == nullptr || right->state != SpanState::kFree || right->arena != s->arena ||
+      right->pages < need)
+    return false;
   unlist(right);
   if (right->pages > need) {
     Span* rest = split(right, need);
@@ -431,7 +447,7 @@ bool PageHeap::resize(Span* s, std::size_t pages) noexcept {
 
 void PageHeap::release(Span* s, bool breaking) noexcept {
   unlist(s);
-  if (filler_.enabled() && !breaking) {
+  if (on_huge_pages(s) && !breaking) {
     // Only the whole huge pages go back; the pieces at either end, in huge pages
     // other spans use, stay resident as free spans of their own.
     const PageRange whole = HugePageFiller::whole_huge_pages(s->first_page(), s->pages);
@@ -459,7 +475,7 @@ void PageHeap::release(Span* s, bool breaking) noexcept {
     map_free_span(s);
     // A huge page broken before (MADV_NOHUGEPAGE) may be whole again now.
     if (huge_pages_broken_ != 0) os_advise_huge_pages(address_as(s->start), s->bytes(), true);
-  } else if (filler_.enabled()) {
+  } else if (on_huge_pages(s)) {
     // Breaking: the huge pages the span shares with spans in use are marked first,
     // so that khugepaged does not fill their given-back pages in again.
     const PageRange whole = HugePageFiller::whole_huge_pages(s->first_page(), s->pages);
@@ -494,21 +510,27 @@ void PageHeap::release_down_to(std::size_t resident_bytes, bool breaking) noexce
       s = next;
     }
   };
-  release_list(resident_large_);
+  release_list(arenas_[kSparse].resident_large);
+  for (std::size_t n = kMaxListPages; n > 0 && above(); --n)
+    release_list(arenas_[kSparse].resident[n]);
+  release_list(arenas_[kDense].resident_large);
   if (filler_.enabled() && !breaking) return;
   for (std::size_t n = kMaxListPages; n > 0 && above(); --n)
-    release_list(resident_[n]);
+    release_list(arenas_[kDense].resident[n]);
 }
 
 bool PageHeap::merge_released_pieces() noexcept {
   bool merged = false;
-  // Released pieces are whole huge pages, so over kMaxListPages.
-  for (Span* s = released_large_.first(); s != nullptr;) {
+  // Released pieces are whole huge pages, so over kMaxListPages (and only in the dense
+  // arena: the sparse one gives back whole spans).
+  for (Span* s = arenas_[kDense].released_large.first(); s != nullptr;) {
     Span* next = s->next;
     const Span* left = span_at_page(s->first_page() - 1);
     const Span* right = span_at_page(s->last_page() + 1);
-    const bool left_free = left != nullptr && left->state == SpanState::kFree;
-    const bool right_free = right != nullptr && right->state == SpanState::kFree;
+    const bool left_free =
+        left != nullptr && left->state == SpanState::kFree && left->arena == s->arena;
+    const bool right_free =
+        right != nullptr && right->state == SpanState::kFree && right->arena == s->arena;
     if (left_free || right_free) {
       // insert_free destroys the neighbours it takes in: the walk steps past them.
       while (next != nullptr && ((left_free && next == left) || (right_free && next == right)))
@@ -534,7 +556,7 @@ void PageHeap::set_thp_mode(ThpMode mode) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   filler_.set_mode(mode);
   thp_mode_set_ = true;
-  if (!filler_.enabled() && filler_.allowed() && mapped_bytes_ >= kAutoFromBytes)
+  if (!filler_.enabled() && filler_.allowed() && dense_mapped_bytes() >= kAutoFromBytes)
     filler_.activate();
   // The address space reserved before the options were read (the dynamic loader
   // allocates first) takes the advice now.
@@ -547,7 +569,7 @@ void PageHeap::advise_reservations() noexcept {
   for (std::size_t i = 0; i < count; ++i) {
     const std::uintptr_t low = reservations_[i].low.load(std::memory_order_relaxed);
     const std::uintptr_t high = reservations_[i].high.load(std::memory_order_relaxed);
-    if (high > low) advise(low, high - low);
+    if (high > low) advise(reservations_[i].arena, low, high - low);
   }
 }
 
@@ -562,12 +584,33 @@ void PageHeap::ensure_thp_mode() noexcept {
   thp_mode_set_ = true;
 }
 
-void PageHeap::advise(std::uintptr_t start, std::size_t bytes) noexcept {
-  if (filler_.enabled()) {
+void PageHeap::advise(std::uint8_t arena, std::uintptr_t start, std::size_t bytes) noexcept {
+  if (filler_.enabled() && arena == kDense) {
     os_advise_huge_pages(address_as(start), bytes, true);
-  } else if (filler_.mode() == ThpMode::kNever) {
+  } else if (filler_.mode() == ThpMode::kNever || arena == kSparse) {
     os_advise_huge_pages(address_as(start), bytes, false);  // even where the system says always
   }
+}
+
+// Sparse: spans of blocks of 64 KiB or more, and large blocks under 1 MiB (those
+// large_shape leaves as they are), wherever the heap may turn to huge pages (from the
+// first byte under kAuto: memory placed before the heap turns would otherwise stay in
+// the dense arena, where only dense spans reuse it).
+// A span of 64-byte blocks has a hundred in each 4 KiB page, so a program that uses
+// any touches every page; a 256 KiB block may be touched at its first and last bytes
+// only (a buffer filled in part), and on a huge page it is resident whole:
+// throughput's window of 8 B-256 KiB blocks took 1.6 times the resident memory of
+// THP never with every span on huge pages (docs/performance.md). From 8 KiB instead,
+// handoff's blocks of up to 16 KiB went to 4 KiB pages too: with 8 threads its resident
+// memory fell to 1.06x of never's from 1.30x, but it took 3.6 times the page faults
+// and 15% more time.
+std::uint8_t PageHeap::arena_for(std::size_t pages, SpanState state,
+                                 std::uint8_t size_class) const noexcept {
+  // THP always: every span on huge pages, the speed of the TLB's reach first.
+  if (!filler_.allowed() || filler_.mode() == ThpMode::kAlways) return kDense;
+  if (state == SpanState::kSmall)
+    return size_class != 0 && kHeapClasses[size_class].size >= kSparseBlockBytes ? kSparse : kDense;
+  return pages < kHugePagePages / 2 ? kSparse : kDense;
 }
 
 void PageHeap::set_release_threshold(std::size_t bytes) noexcept {
@@ -620,12 +663,16 @@ void PageHeap::decay_locked(std::uint64_t now, Unmaps& out) noexcept {
       s = next;
     }
   };
-  // Without breaking only spans over 2 MiB hold a whole huge page to give back.
-  if (!filler_.enabled() || breaking) {
-    for (std::size_t n = 1; n <= kMaxListPages && free_resident_pages_ != 0; ++n)
-      release_expired(resident_[n]);
+  // Without breaking only spans over 2 MiB hold a whole huge page to give back; the
+  // sparse arena, on 4 KiB pages, gives back any.
+  Arena& dense = arenas_[kDense];
+  Arena& sparse = arenas_[kSparse];
+  for (std::size_t n = 1; n <= kMaxListPages && free_resident_pages_ != 0; ++n) {
+    if (!filler_.enabled() || breaking) release_expired(dense.resident[n]);
+    release_expired(sparse.resident[n]);
   }
-  release_expired(resident_large_);
+  release_expired(dense.resident_large);
+  release_expired(sparse.resident_large);
   // Oldest last: evict from the back while expired.
   while (Span* s = oldest_cached()) {
     if (!expired(s)) break;
@@ -849,14 +896,15 @@ PageHeapStats PageHeap::stats() const noexcept {
   st.bytes_mapped_peak = mapped_peak_;
   st.limit_hits = limit_hits_;
   if (filler_.enabled()) {
-    st.bytes_huge_advised = region_bytes_ + direct_bytes_ + direct_cached_bytes_;
+    st.bytes_huge_advised =
+        region_bytes_ - sparse_region_bytes_ + direct_bytes_ + direct_cached_bytes_;
     const auto add_partial = [&](const SpanList& l) {
       for (const Span* s = l.first(); s != nullptr; s = s->next)
         st.bytes_free_partial_huge += HugePageFiller::partial_bytes(s->first_page(), s->pages);
     };
-    add_partial(resident_large_);
+    add_partial(arenas_[kDense].resident_large);
     for (std::size_t n = 1; n <= kMaxListPages; ++n)
-      add_partial(resident_[n]);
+      add_partial(arenas_[kDense].resident[n]);
   }
   st.huge_pages_broken = huge_pages_broken_;
   return st;
@@ -868,7 +916,7 @@ void PageHeap::add_mapped(std::size_t bytes) noexcept {
   // Large enough for huge pages (MEMPOOL_THP=auto): what is reserved takes the
   // advice now, its pages faulted in already stay as they are (khugepaged may
   // collapse them later), and the filler's placement and release start.
-  if (!filler_.enabled() && filler_.allowed() && mapped_bytes_ >= kAutoFromBytes) {
+  if (!filler_.enabled() && filler_.allowed() && dense_mapped_bytes() >= kAutoFromBytes) {
     filler_.activate();
     advise_reservations();
   }

@@ -15,6 +15,14 @@
 // fill it in again) only under pressure: the memory limit, collect(), or demand
 // below half its recent peak.
 //
+// Once the heap is on huge pages it keeps two arenas, address space apart: the
+// dense one on huge pages (spans of blocks under 64 KiB, large blocks of 1 MiB and
+// more) and the sparse one on 4 KiB pages (MADV_NOHUGEPAGE; spans of bigger blocks,
+// large blocks under 1 MiB), where a program may touch a block in part: a huge page
+// would make all of it resident. Each has its own free lists and reservation; free
+// spans never coalesce across them. The sparse arena behaves as the heap does under
+// THP never (decay gives back any free span).
+//
 // The soft memory limit (set_memory_limit) is checked only where the heap is about
 // to grow: before it maps memory or faults in pages it gave back. Above the limit
 // it first gives back its own free pages and cached mappings; if that is not
@@ -127,20 +135,61 @@ class PageHeap {
   // Address space reserved at a time (no memory: PROT_NONE, no commit charge).
   static constexpr std::size_t kReserveBytes = std::size_t{1} << 30;
 
-  Span* find_free(std::size_t pages) noexcept;
-  Span* find_free(std::size_t pages, std::size_t align_pages) noexcept;
-  bool grow(std::size_t pages) noexcept;
+  // Which sizes have a free span, resident or released: bit n for the lists of n pages.
+  // find_free asks for the first size at or above a request in a few instructions; the
+  // walk over 128 sizes it replaces was a quarter of the instructions of 100 threads that
+  // each carved 2 MiB of 1 KiB blocks (callgrind).
+  class ListSizes {
+   public:
+    static constexpr std::size_t npos = SIZE_MAX;
+    void add(std::size_t n) noexcept { words_[n / 64] |= std::uint64_t{1} << (n % 64); }
+    void remove(std::size_t n) noexcept { words_[n / 64] &= ~(std::uint64_t{1} << (n % 64)); }
+    // The smallest size at or above n with a free span, or npos.
+    [[nodiscard]] std::size_t first_from(std::size_t n) const noexcept {
+      for (std::size_t w = n / 64; w < kWords; ++w) {
+        const std::uint64_t bits =
+            words_[w] & (w == n / 64 ? ~std::uint64_t{0} << (n % 64) : ~std::uint64_t{0});
+        if (bits != 0) return w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      }
+      return npos;
+    }
+
+   private:
+    static constexpr std::size_t kWords = kMaxListPages / 64 + 1;
+    std::uint64_t words_[kWords] = {};
+  };
+  // An arena (above): its free spans, by size, and its address space.
+  struct Arena {
+    SpanList resident[kMaxListPages + 1];
+    SpanList released[kMaxListPages + 1];
+    ListSizes sizes;
+    SpanList resident_large;
+    SpanList released_large;
+    std::uintptr_t reserve_low = 0;      // the reservation: [reserve_low, commit_low) is unused
+    std::uintptr_t commit_low = 0;       // its committed part starts here and grows down
+    std::size_t reservation = SIZE_MAX;  // its entry in reservations_, if recorded
+  };
+  static constexpr std::uint8_t kDense = 0;
+  static constexpr std::uint8_t kSparse = 1;
+  static constexpr std::size_t kSparseBlockBytes = std::size_t{64} << 10;
+  // The arena of a request: sparse only where huge pages are allowed (not THP never).
+  [[nodiscard]] std::uint8_t arena_for(std::size_t pages, SpanState state,
+                                       std::uint8_t size_class) const noexcept;
+
+  Span* find_free(Arena& a, std::size_t pages) noexcept;
+  Span* find_free(Arena& a, std::size_t pages, std::size_t align_pages) noexcept;
+  bool grow(std::uint8_t arena, std::size_t pages) noexcept;
   // The page heap's address space (page_heap.cpp, "Growth").
-  // The free span whose first page is the committed edge, if any.
-  [[nodiscard]] const Span* edge_span() const noexcept;
-  // Where the next `bytes` of the heap go, just below the committed part of the
+  // The free span whose first page is the arena's committed edge, if any.
+  [[nodiscard]] const Span* edge_span(const Arena& a) const noexcept;
+  // Where the arena's next `bytes` go, just below the committed part of its
   // reservation; more is reserved when it runs out, directly below the last if that
   // is free, else anywhere (the old one's unused part goes back). 0: no address space.
-  std::uintptr_t reserved_below(std::size_t bytes) noexcept;
-  // Adds `pages` free pages to the heap and returns where they start (0 when
+  std::uintptr_t reserved_below(std::uint8_t arena, std::size_t bytes) noexcept;
+  // Adds `pages` free pages to the arena and returns where they start (0 when
   // refused): committed at the reservation's edge, or mapped on their own when no
   // address space can be reserved.
-  std::uintptr_t map_region(std::size_t pages) noexcept;
+  std::uintptr_t map_region(std::uint8_t arena, std::size_t pages) noexcept;
   Span* split(Span* s, std::size_t pages) noexcept;
   // s is unlisted and free, pages < s->pages: the `pages` pages the filler places
   // in s (`anywhere`; else its first pages, as an aligned request and THP never need), unlisted;
@@ -150,9 +199,9 @@ class PageHeap {
   // again, so that a request bigger than each piece finds them before the heap
   // grows. False when nothing merged.
   bool merge_released_pieces() noexcept;
-  // The THP advice for a range of the heap's address space (nothing in kAuto where
-  // the system has no THP).
-  void advise(std::uintptr_t start, std::size_t bytes) noexcept;
+  // The THP advice for a range of an arena's address space (nothing in kAuto where
+  // the system has no THP; MADV_NOHUGEPAGE for the sparse arena).
+  void advise(std::uint8_t arena, std::uintptr_t start, std::size_t bytes) noexcept;
   void ensure_thp_mode() noexcept;
   // advise() over every reservation, [low, high).
   void advise_reservations() noexcept;
@@ -165,6 +214,14 @@ class PageHeap {
   // pages are off), the huge pages partly in use marked MADV_NOHUGEPAGE first.
   void release(Span* s, bool breaking) noexcept;
   void release_down_to(std::size_t resident_bytes, bool breaking) noexcept;
+  // What huge pages would back: kAuto turns to them once this reaches kAutoFromBytes
+  // (the sparse arena, which they never back, does not count).
+  [[nodiscard]] std::size_t dense_mapped_bytes() const noexcept {
+    return mapped_bytes_ - sparse_region_bytes_;
+  }
+  [[nodiscard]] bool on_huge_pages(const Span* s) const noexcept {
+    return filler_.enabled() && s->arena == kDense;
+  }
   // Decay, the lock held: at most every quarter of the decay time. Cached
   // mappings to unmap are handed to `out` (unmapped after the lock is dropped).
   struct Unmaps;
@@ -190,50 +247,23 @@ class PageHeap {
   bool thp_mode_set_ = false;
   bool metadata_on_huge_pages_ = false;
   static constexpr std::size_t kDenseMetadataBytes = std::size_t{256} << 20;
-  std::size_t region_bytes_ = 0;  // committed for spans (direct mappings aside)
+  std::size_t region_bytes_ = 0;         // committed for spans (direct mappings aside)
+  std::size_t sparse_region_bytes_ = 0;  // of which the sparse arena's
   std::size_t huge_pages_broken_ = 0;
   // Bytes in spans at their highest since decay last looked, decaying by a quarter
   // per decay pass: demand below half of it breaks huge pages (decay_locked).
   std::size_t recent_peak_in_use_ = 0;
-  SpanList resident_[kMaxListPages + 1];
-  SpanList released_[kMaxListPages + 1];
-  // Which sizes have a free span, resident or released: bit n for the lists of n pages.
-  // find_free asks for the first size at or above a request in a few instructions; the
-  // walk over 128 sizes it replaces was a quarter of the instructions of 100 threads that
-  // each carved 2 MiB of 1 KiB blocks (callgrind).
-  class ListSizes {
-   public:
-    static constexpr std::size_t npos = SIZE_MAX;
-    void add(std::size_t n) noexcept { words_[n / 64] |= std::uint64_t{1} << (n % 64); }
-    void remove(std::size_t n) noexcept { words_[n / 64] &= ~(std::uint64_t{1} << (n % 64)); }
-    // The smallest size at or above n with a free span, or npos.
-    [[nodiscard]] std::size_t first_from(std::size_t n) const noexcept {
-      for (std::size_t w = n / 64; w < kWords; ++w) {
-        const std::uint64_t bits =
-            words_[w] & (w == n / 64 ? ~std::uint64_t{0} << (n % 64) : ~std::uint64_t{0});
-        if (bits != 0) return w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-      }
-      return npos;
-    }
-
-   private:
-    static constexpr std::size_t kWords = kMaxListPages / 64 + 1;
-    std::uint64_t words_[kWords] = {};
-  };
-  ListSizes list_sizes_;
-  SpanList resident_large_;
-  SpanList released_large_;
+  Arena arenas_[2];
   // Every reservation the heap still has, [low, high), for reserved(); one extended
   // downward while it stays contiguous. Past kMaxReservations the rest go unrecorded.
   static constexpr std::size_t kMaxReservations = 64;
   struct Reservation {
     std::atomic<std::uintptr_t> low{0};
     std::atomic<std::uintptr_t> high{0};
+    std::uint8_t arena = kDense;  // for advise_reservations (the lock held)
   };
   Reservation reservations_[kMaxReservations];
   std::atomic<std::size_t> reservation_count_{0};
-  std::uintptr_t reserve_low_ = 0;  // the reservation: [reserve_low_, commit_low_) is unused
-  std::uintptr_t commit_low_ = 0;   // its committed part starts here and grows down
   std::size_t free_resident_pages_ = 0;
   std::size_t free_released_pages_ = 0;
   std::size_t mapped_bytes_ = 0;

@@ -56,6 +56,9 @@ struct alignas(128) Span {
   // Hardened builds, kSmall: the span's blocks carry canaries and a fill (a sampled
   // span, hardened.cpp); the others are checked as in the default build.
   bool guarded = false;
+  // The page heap's arena (page_heap.hpp): 0 dense, on huge pages; 1 sparse, on 4 KiB
+  // pages. Set when the span's pages are mapped and kept through splits and merges.
+  std::uint8_t arena = 0;
   // Small spans: blocks come from `free_blocks`, then from [carve, carve_end),
   // which is carved lazily so untouched pages stay untouched.
   FreeBlock* free_blocks = nullptr;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../support/test_support.hpp"
+#include "heap/class_info.hpp"
 #include "heap/hugepage_filler.hpp"
 #include "heap/page_heap.hpp"
 #include "heap/page_map.hpp"
@@ -288,6 +289,84 @@ TEST(HeapHugePages, AutoTurnsToHugePagesOnceTheHeapIsLarge) {
   EXPECT_TRUE(mempool_test::mapping_of(address_as(spans.front()->start)).has_flag("hg"));
   for (Span* s : spans)
     g_page_heap.free(s);
+}
+
+// Under kAuto, spans of blocks of 64 KiB and more and large blocks under 1 MiB live
+// in the sparse arena, address space advised MADV_NOHUGEPAGE; spans of smaller blocks
+// and large blocks from 1 MiB in the dense one, which turns to huge pages. THP always
+// puts everything in the dense one.
+TEST(HeapHugePages, AutoKeepsBigBlocksOffHugePages) {
+  g_page_heap.set_thp_mode(ThpMode::kAuto);
+  if (!system_has_thp()) GTEST_SKIP() << "no transparent huge pages on this system";
+  const auto c64k = static_cast<std::uint8_t>(heap_class_of(std::size_t{64} << 10));
+  const auto c8k = static_cast<std::uint8_t>(heap_class_of(std::size_t{8} << 10));
+  ASSERT_GE(kHeapClasses[c64k].size, std::size_t{64} << 10);
+  ASSERT_LT(kHeapClasses[c8k].size, std::size_t{64} << 10);
+  Span* big_blocks =
+      g_page_heap.allocate(kHeapClasses[c64k].span_pages, 1, SpanState::kSmall, c64k);
+  Span* half_mib = g_page_heap.allocate(64);  // a large block of 512 KiB
+  Span* small_blocks =
+      g_page_heap.allocate(kHeapClasses[c8k].span_pages, 1, SpanState::kSmall, c8k);
+  Span* two_mib = g_page_heap.allocate(kH);
+  for (Span* s : {big_blocks, half_mib, small_blocks, two_mib})
+    ASSERT_NE(s, nullptr);
+  for (Span* s : {big_blocks, half_mib}) {
+    const mempool_test::Mapping m = mempool_test::mapping_of(address_as(s->start));
+    ASSERT_TRUE(m.found);
+    EXPECT_TRUE(m.has_flag("nh")) << s->pages << " pages: " << m.flags;
+  }
+  for (Span* s : {small_blocks, two_mib}) {
+    const mempool_test::Mapping m = mempool_test::mapping_of(address_as(s->start));
+    ASSERT_TRUE(m.found);
+    EXPECT_FALSE(m.has_flag("nh")) << s->pages << " pages: " << m.flags;
+    // Apart: no mapping holds spans of both arenas.
+    EXPECT_FALSE(m.start <= big_blocks->start && big_blocks->start < m.end);
+    EXPECT_FALSE(m.start <= half_mib->start && half_mib->start < m.end);
+  }
+  for (Span* s : {big_blocks, half_mib, small_blocks, two_mib})
+    g_page_heap.free(s);
+
+  g_page_heap.set_thp_mode(ThpMode::kAlways);
+  Span* always = g_page_heap.allocate(64);
+  ASSERT_NE(always, nullptr);
+  const mempool_test::Mapping m = mempool_test::mapping_of(address_as(always->start));
+  ASSERT_TRUE(m.found);
+  EXPECT_TRUE(m.has_flag("hg")) << "THP always: on huge pages, " << m.flags;
+  g_page_heap.free(always);
+}
+
+// The sparse arena gives back a free span after the decay as the heap does under
+// THP never, whole, while the dense arena on huge pages keeps the free pages of a
+// partly used huge page.
+TEST(HeapHugePages, ASparseSpanGoesBackAfterTheDecay) {
+  g_page_heap.set_thp_mode(ThpMode::kAuto);
+  if (!system_has_thp()) GTEST_SKIP() << "no transparent huge pages on this system";
+  constexpr std::uint64_t kDecay = 1000;
+  g_page_heap.set_decay_ms(kDecay);
+  // 32 MiB of dense memory: the heap turns to huge pages.
+  Span* dense = g_page_heap.allocate(kAutoFromBytes / kHeapPageSize);
+  ASSERT_NE(dense, nullptr);
+  ASSERT_TRUE(g_page_heap.huge_pages_enabled());
+  Span* pin = g_page_heap.allocate(64);  // keeps the freed span from the arena's edge
+  Span* x = g_page_heap.allocate(64);
+  Span* after = g_page_heap.allocate(64);
+  ASSERT_NE(pin, nullptr);
+  ASSERT_NE(x, nullptr);
+  ASSERT_NE(after, nullptr);
+  touch(x);
+  void* pages = address_as(x->start);
+  const std::size_t bytes = x->bytes();
+  ASSERT_EQ(mempool_test::resident_bytes_in(pages, bytes), bytes);
+  g_page_heap.free(x);
+  g_page_heap.decay(PageHeap::now_ms());  // not expired yet
+  EXPECT_EQ(mempool_test::resident_bytes_in(pages, bytes), bytes);
+  g_page_heap.decay(PageHeap::now_ms() + kDecay + 1);
+  EXPECT_EQ(mempool_test::resident_bytes_in(pages, bytes), 0u)
+      << "a free span of the sparse arena goes back after the decay";
+  EXPECT_EQ(g_page_heap.stats().huge_pages_broken, 0u);
+  g_page_heap.free(pin);
+  g_page_heap.free(after);
+  g_page_heap.free(dense);
 }
 
 }  // namespace

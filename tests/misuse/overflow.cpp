@@ -16,10 +16,12 @@ enum class Then { kFree, kMalloc };
 // so that there are blocks on both sides of it when the allocator packs them.
 // offset: where the write starts, relative to that block. An underflow comes
 // after enough blocks of the size (kept) that it lands in the heap, not in
-// whatever the address space holds below it.
+// whatever the address space holds below it: twice its extent, since blocks
+// need not come in address order (a heap whose first span of the class starts
+// its mapping has them exactly the extent above the edge, give or take a span).
 void out_of_bounds(const Case& c, std::ptrdiff_t offset, Then then) {
   if (offset < 0) {
-    for (std::size_t i = 0; i < c.extent / c.size + 16; ++i)
+    for (std::size_t i = 0; i < 2 * c.extent / c.size + 16; ++i)
       allocate(c.size);
   }
   void* blocks[4];
