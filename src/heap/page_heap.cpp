@@ -592,10 +592,9 @@ void PageHeap::advise(std::uint8_t arena, std::uintptr_t start, std::size_t byte
   }
 }
 
-// Sparse: spans of blocks of 64 KiB or more, and large blocks under 1 MiB (those
-// large_shape leaves as they are), wherever the heap may turn to huge pages (from the
-// first byte under kAuto: memory placed before the heap turns would otherwise stay in
-// the dense arena, where only dense spans reuse it).
+// Sparse: spans of blocks of 64 KiB or more, wherever the heap may turn to huge pages
+// (from the first byte under kAuto: memory placed before the heap turns would otherwise
+// stay in the dense arena, where only dense spans reuse it).
 // A span of 64-byte blocks has a hundred in each 4 KiB page, so a program that uses
 // any touches every page; a 256 KiB block may be touched at its first and last bytes
 // only (a buffer filled in part), and on a huge page it is resident whole:
@@ -603,14 +602,17 @@ void PageHeap::advise(std::uint8_t arena, std::uintptr_t start, std::size_t byte
 // THP never with every span on huge pages (docs/performance.md). From 8 KiB instead,
 // handoff's blocks of up to 16 KiB went to 4 KiB pages too: with 8 threads its resident
 // memory fell to 1.06x of never's from 1.30x, but it took 3.6 times the page faults
-// and 15% more time.
+// and 15% more time. Large blocks stay dense: with those under 1 MiB sparse, sqlite's
+// peak rose from 33.0 to 37.3 MiB (never: 31.1); the buffers it grows with realloc
+// past 1 MiB moved between the arenas, and each kept free memory the other could not use.
 std::uint8_t PageHeap::arena_for(std::size_t pages, SpanState state,
                                  std::uint8_t size_class) const noexcept {
   // THP always: every span on huge pages, the speed of the TLB's reach first.
   if (!filler_.allowed() || filler_.mode() == ThpMode::kAlways) return kDense;
-  if (state == SpanState::kSmall)
-    return size_class != 0 && kHeapClasses[size_class].size >= kSparseBlockBytes ? kSparse : kDense;
-  return pages < kHugePagePages / 2 ? kSparse : kDense;
+  return state == SpanState::kSmall && size_class != 0 &&
+                 kHeapClasses[size_class].size >= kSparseBlockBytes
+             ? kSparse
+             : kDense;
 }
 
 void PageHeap::set_release_threshold(std::size_t bytes) noexcept {

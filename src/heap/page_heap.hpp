@@ -15,13 +15,13 @@
 // fill it in again) only under pressure: the memory limit, collect(), or demand
 // below half its recent peak.
 //
-// Once the heap is on huge pages it keeps two arenas, address space apart: the
-// dense one on huge pages (spans of blocks under 64 KiB, large blocks of 1 MiB and
-// more) and the sparse one on 4 KiB pages (MADV_NOHUGEPAGE; spans of bigger blocks,
-// large blocks under 1 MiB), where a program may touch a block in part: a huge page
-// would make all of it resident. Each has its own free lists and reservation; free
-// spans never coalesce across them. The sparse arena behaves as the heap does under
-// THP never (decay gives back any free span).
+// Where huge pages are allowed (THP auto) the heap keeps two arenas, address space
+// apart: the dense one, on huge pages once it holds 32 MiB (spans of blocks under
+// 64 KiB, large blocks), and the sparse one on 4 KiB pages (MADV_NOHUGEPAGE; spans of
+// blocks of 64-256 KiB, which a program may touch in part: a huge page would make all
+// of a block resident). Each has its own free lists and reservation; free spans never
+// coalesce across them. The sparse arena behaves as the heap does under THP never
+// (decay gives back any free span).
 //
 // The soft memory limit (set_memory_limit) is checked only where the heap is about
 // to grow: before it maps memory or faults in pages it gave back. Above the limit
