@@ -528,19 +528,26 @@ TEST(HardenedHeapDeathTest, UnderflowStopsFree) {
 // (bytes 8 to 63, and its canary), or over the link itself (a whole word: one byte may
 // leave a link that still decodes, free_list.hpp, and is then seen by the next pop).
 TEST(HardenedHeapDeathTest, WriteAfterFreeStopsMalloc) {
-  auto write_after_free = [](std::size_t offset, std::size_t n) {
+  // A write of one byte flips it (each bit changes: a canary byte is random, and writing
+  // 0x41 over one that held 0x41, one time in 256, changed nothing); the link is
+  // overwritten with 0x41s.
+  auto write_after_free = [](std::ptrdiff_t offset, bool link) {
     void* keep = checked_malloc(200);  // the class's list is this thread's own
     void* p = checked_malloc(200);
     std::free(p);
-    std::memset(bytes(opaque(p)) + offset, 0x41, n);
+    if (link) {
+      std::memset(bytes(opaque(p)) + offset, 0x41, 8);
+    } else {
+      flip(opaque(p), offset);
+    }
     std::printf("%p %p\n", checked_malloc(200), keep);  // pops p
   };
   const std::string modified = "mempool: heap: write after free \\(a free block was modified\\)";
-  EXPECT_DEATH(write_after_free(8, 1), modified);
-  EXPECT_DEATH(write_after_free(63, 1), modified);
+  EXPECT_DEATH(write_after_free(8, false), modified);
+  EXPECT_DEATH(write_after_free(63, false), modified);
   // The canary of the 208-byte block: after its 208 bytes and 8 bytes of slack.
-  EXPECT_DEATH(write_after_free(216, 1), modified);
-  EXPECT_DEATH(write_after_free(0, 8), "mempool: heap: free list corrupted");
+  EXPECT_DEATH(write_after_free(216, false), modified);
+  EXPECT_DEATH(write_after_free(0, true), "mempool: heap: free list corrupted");
 }
 
 // Double frees, wherever the block went in between: this thread's list, a thread that has
