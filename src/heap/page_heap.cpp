@@ -303,7 +303,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
   std::lock_guard<std::mutex> lock(mutex_);
   if (decay_ms_ != kNoDecay) decay_locked(now_ms(), unmaps);
   ensure_thp_mode();  // arena_for asks whether huge pages are allowed
-  const std::uint8_t arena = arena_for(pages, state, size_class);
+  const std::uint8_t arena = arena_for(state, size_class);
   Arena& a = arenas_[arena];
   Span* s = nullptr;
   if (state == SpanState::kLarge) {
@@ -605,8 +605,7 @@ void PageHeap::advise(std::uint8_t arena, std::uintptr_t start, std::size_t byte
 // and 15% more time. Large blocks stay dense: with those under 1 MiB sparse, sqlite's
 // peak rose from 33.0 to 37.3 MiB (never: 31.1); the buffers it grows with realloc
 // past 1 MiB moved between the arenas, and each kept free memory the other could not use.
-std::uint8_t PageHeap::arena_for(std::size_t pages, SpanState state,
-                                 std::uint8_t size_class) const noexcept {
+std::uint8_t PageHeap::arena_for(SpanState state, std::uint8_t size_class) const noexcept {
   // THP always: every span on huge pages, the speed of the TLB's reach first.
   if (!filler_.allowed() || filler_.mode() == ThpMode::kAlways) return kDense;
   return state == SpanState::kSmall && size_class != 0 &&

@@ -173,8 +173,7 @@ class PageHeap {
   static constexpr std::uint8_t kSparse = 1;
   static constexpr std::size_t kSparseBlockBytes = std::size_t{64} << 10;
   // The arena of a request: sparse only where huge pages are allowed (not THP never).
-  [[nodiscard]] std::uint8_t arena_for(std::size_t pages, SpanState state,
-                                       std::uint8_t size_class) const noexcept;
+  [[nodiscard]] std::uint8_t arena_for(SpanState state, std::uint8_t size_class) const noexcept;
 
   Span* find_free(Arena& a, std::size_t pages) noexcept;
   Span* find_free(Arena& a, std::size_t pages, std::size_t align_pages) noexcept;
