@@ -601,10 +601,11 @@ void PageHeap::advise(std::uint8_t arena, std::uintptr_t start, std::size_t byte
 // throughput's window of 8 B-256 KiB blocks took 1.6 times the resident memory of
 // THP never with every span on huge pages (docs/performance.md). From 8 KiB instead,
 // handoff's blocks of up to 16 KiB went to 4 KiB pages too: with 8 threads its resident
-// memory fell to 1.06x of never's from 1.30x, but it took 3.6 times the page faults
-// and 15% more time. Large blocks stay dense: with those under 1 MiB sparse, sqlite's
-// peak rose from 33.0 to 37.3 MiB (never: 31.1); the buffers it grows with realloc
-// past 1 MiB moved between the arenas, and each kept free memory the other could not use.
+// memory fell to 1.06-1.09x of never's from 1.30x, but it took 3.6 times the page faults
+// and 8-15% more time (two runs of 3, AMD EPYC 25/1). Large blocks stay dense: with those
+// under 1 MiB sparse, sqlite's peak rose from 33.0 to 37.3 MiB (never: 31.1); the buffers
+// it grows with realloc past 1 MiB moved between the arenas, and each kept free memory
+// the other could not use.
 std::uint8_t PageHeap::arena_for(SpanState state, std::uint8_t size_class) const noexcept {
   // THP always: every span on huge pages, the speed of the TLB's reach first.
   if (!filler_.allowed() || filler_.mode() == ThpMode::kAlways) return kDense;
