@@ -64,8 +64,7 @@ class PageMap {
   // (page heap lock held, or a span the central cache owns). Tags the entry with
   // s->size_class.
   void set(std::uintptr_t page, Span* s) noexcept {
-    const std::uintptr_t entry =
-        s == nullptr ? 0 : reinterpret_cast<std::uintptr_t>(s) | s->size_class;
+    const std::uintptr_t entry = entry_for(s);
     root_[page >> kLeafBits]
         .load(std::memory_order_relaxed)
         ->entries[page & (kLeafSize - 1)]
@@ -75,8 +74,7 @@ class PageMap {
   // through set(), and a span's trip out of the page heap and back writes its pages
   // three times.
   void set_range(std::uintptr_t first, std::size_t count, Span* s) noexcept {
-    const std::uintptr_t entry =
-        s == nullptr ? 0 : reinterpret_cast<std::uintptr_t>(s) | s->size_class;
+    const std::uintptr_t entry = entry_for(s);
     while (count != 0) {
       Entry* e = root_[first >> kLeafBits].load(std::memory_order_relaxed)->entries;
       const std::size_t at = first & (kLeafSize - 1);
@@ -100,6 +98,10 @@ class PageMap {
 
  private:
   using Entry = std::atomic<std::uintptr_t>;
+  // The span's address tagged with its size class (0 for none).
+  static std::uintptr_t entry_for(const Span* s) noexcept {
+    return s == nullptr ? 0 : reinterpret_cast<std::uintptr_t>(s) | s->size_class;
+  }
   struct Leaf {
     Entry entries[kLeafSize];
   };
