@@ -463,6 +463,40 @@ TEST(HeapThreadCache, OverBudgetCutsTheLargestClassesFirst) {
       << "the small list was cut while large classes held the budget";
 }
 
+// A container of a few thousand small blocks built and destroyed again and again stays
+// in the thread's list: a small class's list grows past 16 batches while it holds at
+// most 256 KiB (thread_cache.cpp, kListBytesPastBatches), so that its frees do not go
+// through the central cache. A class of 256 B and more stops at 16 batches. (With 16
+// batches for every class, the 24-byte list ends at one batch here; with 128 for every
+// class, the 64-byte list reaches 8,064 blocks and the 512-byte one 1,664.)
+TEST(HeapThreadCache, ASmallClassListGrowsPast16BatchesUpTo256KiB) {
+  std::thread([] {
+    const auto cycle = [](std::size_t n, std::size_t count) {
+      std::vector<void*> blocks(count);
+      for (int round = 0; round < 30; ++round) {
+        for (void*& p : blocks)
+          p = mempool::allocate(n);
+        for (void* p : blocks)
+          mempool::deallocate(p, n);
+      }
+      return heap_class_of(n);
+    };
+    const std::size_t small = cycle(24, 6000);
+    const std::uint32_t small_batches = 16 * kHeapClasses[small].batch;
+    EXPECT_GT(tls_thread_cache.maxes[small], small_batches) << "the list stopped at 16 batches";
+    EXPECT_GT(tls_thread_cache.cached_blocks(small), small_batches)
+        << "the freed blocks went to the central cache";
+    EXPECT_LE(std::size_t{tls_thread_cache.maxes[small]} * kHeapClasses[small].size, 256u << 10);
+
+    const std::size_t c64 = cycle(64, 8000);
+    EXPECT_GT(tls_thread_cache.maxes[c64], 16 * kHeapClasses[c64].batch);
+    EXPECT_LE(std::size_t{tls_thread_cache.maxes[c64]} * kHeapClasses[c64].size, 256u << 10);
+
+    const std::size_t medium = cycle(512, 3000);
+    EXPECT_LE(tls_thread_cache.maxes[medium], 16 * kHeapClasses[medium].batch);
+  }).join();
+}
+
 // The total is shared: alone, a thread may cache up to 8 MiB (the default
 // MEMPOOL_THREAD_CACHE_BYTES); among 40 threads with caches each gets its share
 // of the 32 MiB total, but never less than 1 MiB.
