@@ -90,7 +90,7 @@ MEMPOOL_API void deallocate(void* p, std::size_t n, std::align_val_t alignment) 
 [[nodiscard]] MEMPOOL_API bool owns(const void* p) noexcept;
 
 // Gives free memory back to the OS now: the calling thread's cache, the central
-// caches' spare batches and every free page of the page heap.
+// caches' spare batches and empty spans, and every free page of the page heap.
 MEMPOOL_API void collect() noexcept;
 
 // The heap profiler (docs/options.md, MEMPOOL_PROFILE): writes what is in use now,
@@ -114,7 +114,7 @@ MEMPOOL_API std::size_t leak_check() noexcept;
 // or MEMPOOL_MEMORY_LIMIT). When the heap must grow past it (map memory, or fault
 // in pages it gave back), it first gives back its free pages and cached mappings,
 // then, at most once per sixteenth of the limit it grows by, the calling thread's
-// cache and the central cache's kept batches (spans left empty go back too). If
+// cache and the central cache's kept batches and empty spans. If
 // that is not enough it grows anyway: the limit never makes an allocation fail.
 // Other threads' caches are theirs: they shrink as those threads flush.
 MEMPOOL_API void set_memory_limit(std::size_t bytes) noexcept;
@@ -135,6 +135,7 @@ struct HeapClassStats {
   std::size_t blocks_in_thread_caches = 0;  // free, in the threads' caches
   std::size_t blocks_in_central_cache = 0;  // free, in kept batches and in spans (carved or not)
   std::size_t spans = 0;                    // spans carved into this class
+  std::size_t empty_spans = 0;              // of those, kept empty for the class's next span
   std::size_t bytes_reserved = 0;           // bytes of those spans
 };
 

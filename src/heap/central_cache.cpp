@@ -74,10 +74,18 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
   while (got < want) {
     Span* s = k.nonempty.first();
     if (s == nullptr) {
-      s = new_span(c);
-      if (s == nullptr) break;
-      ++k.spans;
-      k.blocks += s->capacity;
+      s = k.empty.first();
+      if (s != nullptr) {
+        k.empty.remove(s);
+        --k.empty_spans;
+        kept_empty_bytes_.fetch_sub(s->bytes(), std::memory_order_relaxed);
+      } else {
+        make_room_for(info.span_pages, SpanState::kSmall, static_cast<std::uint8_t>(c));
+        s = new_span(c);
+        if (s == nullptr) break;
+        ++k.spans;
+        k.blocks += s->capacity;
+      }
       k.nonempty.push_front(s);
     }
     // The span's fields in locals: the stores to the blocks might alias them.
@@ -145,24 +153,107 @@ void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, s
     if (was_full) k.nonempty.push_front(s);
     if (allocated == 0) {
       k.nonempty.remove(s);
-      --k.spans;
-      k.blocks -= s->capacity;
-      s->next = *empty;
-      *empty = s;
+      if (!keep_empty(k, s)) {
+        --k.spans;
+        k.blocks -= s->capacity;
+        s->next = *empty;
+        *empty = s;
+      }
     }
   }
   k.blocks_out -= count;
 }
 
-void CentralCache::free_spans(Span* chain) noexcept {
+// The class locked; s has no block out.
+bool CentralCache::keep_empty(Class& k, Span* s) noexcept {
+  // The hardened heap draws whether to guard each fresh span (hardened_prepare_span):
+  // spans used again would draw less often.
+  if constexpr (kHardened) return false;
+  if (g_page_heap.decay_ms() == 0) return false;  // kept for no time
+  const std::size_t bytes = s->bytes();
+  if (bytes > kKeptEmptySpanMaxBytes) return false;
+  if (kept_empty_bytes_.load(std::memory_order_relaxed) + bytes > kKeptEmptyBytes) return false;
+  kept_empty_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  // Carved again from its start: its blocks come out in address order, and each is
+  // written (marked and linked) as it is carved, not read first from a list.
+  s->free_blocks = nullptr;
+  s->carve = s->carve_end - std::uintptr_t{s->capacity} * s->block_size;
+  s->free_since = PageHeap::now_ms();
+  k.empty.push_front(s);
+  ++k.empty_spans;
+  return true;
+}
+
+// The class locked: kept span s leaves the class, chained on *chain for the page heap.
+void CentralCache::give_up_empty(Class& k, Span* s, Span** chain) noexcept {
+  k.empty.remove(s);
+  --k.empty_spans;
+  --k.spans;
+  k.blocks -= s->capacity;
+  kept_empty_bytes_.fetch_sub(s->bytes(), std::memory_order_relaxed);
+  s->next = *chain;
+  *chain = s;
+}
+
+void CentralCache::free_spans(Span* chain, bool keep_age) noexcept {
   while (chain != nullptr) {
     Span* s = chain;
     chain = chain->next;
     if constexpr (kChecked) {
       g_metadata.deallocate(s->live_bits, (s->capacity + 63) / 64 * sizeof(std::uint64_t));
     }
-    g_page_heap.free(s);
+    g_page_heap.free(s, keep_age ? s->free_since : PageHeap::kFreedNow);
   }
+}
+
+void CentralCache::release_empty_spans(std::uint64_t now, std::uint64_t decay_ms) noexcept {
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    Class& k = classes_[c];
+    Span* chain = nullptr;
+    {
+      std::lock_guard<Lock> lock(k.mutex);
+      for (Span* s = k.empty.first(); s != nullptr;) {
+        Span* next = SpanList::next(s);
+        if (s->free_since + decay_ms <= now) give_up_empty(k, s, &chain);
+        s = next;
+      }
+    }
+    // As old as they are: the page heap's next decay pass gives them back.
+    free_spans(chain, true);
+  }
+}
+
+void CentralCache::make_room_for(std::size_t pages, SpanState state,
+                                 std::uint8_t size_class) noexcept {
+  if (kept_empty_bytes_.load(std::memory_order_relaxed) == 0) return;
+  if (g_page_heap.has_resident_free(pages, state, size_class)) return;
+  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
+    Class& k = classes_[c];
+    Span* chain = nullptr;
+    {
+      // Another class's lock may be held by a thread waiting for the page heap, and the
+      // caller may hold one: a class that is busy keeps its spans.
+      std::unique_lock<Lock> lock(k.mutex, std::try_to_lock);
+      if (!lock.owns_lock()) continue;
+      while (Span* s = k.empty.first())
+        give_up_empty(k, s, &chain);
+    }
+    free_spans(chain, true);
+  }
+}
+
+void CentralCache::decay(std::uint64_t now) noexcept {
+  const std::uint64_t ms = g_page_heap.decay_ms();
+  if (ms == PageHeap::kNoDecay) return;
+  next_empty_decay_.store(now + (ms >= 4 ? ms / 4 : 1), std::memory_order_relaxed);
+  release_empty_spans(now, ms);
+}
+
+void CentralCache::decay_if_due() noexcept {
+  if (kept_empty_bytes_.load(std::memory_order_relaxed) == 0) return;
+  const std::uint64_t now = PageHeap::now_ms();
+  if (now < next_empty_decay_.load(std::memory_order_relaxed)) return;
+  decay(now);
 }
 
 void CentralCache::insert_range(std::size_t c, FreeBlock* first, std::size_t count) noexcept {
@@ -178,6 +269,7 @@ void CentralCache::insert_range(std::size_t c, FreeBlock* first, std::size_t cou
     release_to_spans(k, c, first, count, &empty);
   }
   free_spans(empty);
+  decay_if_due();
 }
 
 void CentralCache::drain() noexcept {
@@ -188,6 +280,8 @@ void CentralCache::drain() noexcept {
       std::lock_guard<Lock> lock(k.mutex);
       while (k.batch_count > 0)
         release_to_spans(k, c, k.batches[--k.batch_count], kHeapClasses[c].batch, &empty);
+      while (Span* s = k.empty.first())
+        give_up_empty(k, s, &empty);
     }
     free_spans(empty);
   }
@@ -206,6 +300,9 @@ bool CentralCache::holds_free(std::size_t c, const void* p) const noexcept {
   // The span's own list: its state and class are stable while the class is locked.
   const Span* s = g_page_map.lookup(p);
   if (s == nullptr || s->state != SpanState::kSmall || s->size_class != c) return false;
+  // Nothing at or past the carve pointer is out: a marked block there was freed before
+  // its span emptied and was set to be carved again (keep_empty).
+  if (reinterpret_cast<std::uintptr_t>(p) >= s->carve) return true;
   for (const FreeBlock* b = s->free_blocks; b != nullptr; b = heap_checked_next(b, key))
     if (b == p) return true;
   return false;
@@ -229,6 +326,7 @@ CentralClassCounts CentralCache::counts(std::size_t c) const noexcept {
   n.blocks_out = k.blocks_out;
   n.blocks_in_batches = std::size_t{k.batch_count} * kHeapClasses[c].batch;
   n.blocks_in_spans = k.blocks - k.blocks_out;
+  n.empty_spans = k.empty_spans;
   return n;
 }
 

@@ -152,9 +152,13 @@ MEMPOOL_COLD bool give_back_for_limit() noexcept {
 }
 
 Span* allocate_span(std::size_t n, std::size_t alignment) noexcept {
+  // The central cache's old empty spans first, so that the page heap's decay, which
+  // may run now, finds them (a program that stopped using small blocks).
+  g_central_cache.decay_if_due();
   if (n >= g_direct_map_threshold) return g_page_heap.map_direct(n, alignment);
   const std::size_t pages = (n + kHeapPageSize - 1) >> kHeapPageShift;
   const std::size_t align_pages = alignment > kHeapPageSize ? alignment >> kHeapPageShift : 1;
+  g_central_cache.make_room_for(pages + align_pages - 1, SpanState::kLarge, 0);
   return g_page_heap.allocate(pages, align_pages);
 }
 
@@ -174,6 +178,7 @@ void* allocate_large(std::size_t n, std::size_t alignment) noexcept {
 
 void free_large(Span* s) noexcept {
   checker_freed(address_as(s->start), s->bytes());
+  g_central_cache.decay_if_due();  // as in allocate_span
   g_large_blocks.fetch_sub(1, std::memory_order_relaxed);
   if (s->state == SpanState::kDirect) {
     g_page_heap.unmap_direct(s);

@@ -51,6 +51,7 @@ HeapStats stats() noexcept {
     out.blocks_in_thread_caches = cached.blocks[c];
     out.blocks_in_central_cache = k.blocks_in_batches + k.blocks_in_spans;
     out.spans = k.spans;
+    out.empty_spans = k.empty_spans;
     out.bytes_reserved = k.spans * info.span_pages * kHeapPageSize;
     small_span_bytes += out.bytes_reserved;
     st.bytes_in_use += out.bytes_in_use;

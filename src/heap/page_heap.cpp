@@ -360,6 +360,20 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
   return s;
 }
 
+bool PageHeap::has_resident_free(std::size_t pages, SpanState state,
+                                 std::uint8_t size_class) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_resident_pages_ < pages) return false;
+  ensure_thp_mode();  // as allocate, for arena_for
+  const Arena& a = arenas_[arena_for(state, size_class)];
+  for (std::size_t n = a.sizes.first_from(pages); n <= kMaxListPages;  // npos: none
+       n = a.sizes.first_from(n + 1))
+    if (!a.resident[n].empty()) return true;
+  for (const Span* s = a.resident_large.first(); s != nullptr; s = s->next)
+    if (s->pages >= pages) return true;
+  return false;
+}
+
 Span* PageHeap::carve(Span* s, std::size_t pages, bool anywhere) noexcept {
   const std::uintptr_t at =
       anywhere ? HugePageFiller::place(s->first_page(), s->pages, pages) : s->first_page();
@@ -383,7 +397,7 @@ Span* PageHeap::carve(Span* s, std::size_t pages, bool anywhere) noexcept {
   return placed;
 }
 
-void PageHeap::free(Span* s) noexcept {
+void PageHeap::free(Span* s, std::uint64_t free_since) noexcept {
   Unmaps unmaps;
   std::lock_guard<std::mutex> lock(mutex_);
   span_bytes_in_use_ -= s->bytes();
@@ -396,7 +410,7 @@ void PageHeap::free(Span* s) noexcept {
   s->allocated = s->capacity = 0;
   s->live_bits = nullptr;
   const std::uint64_t now = decay_ms_ != kNoDecay ? now_ms() : 0;
-  s->free_since = now;
+  s->free_since = free_since == kFreedNow ? now : std::min(free_since, now);
   insert_free(s);
   // Free pages beyond the threshold and beyond the bytes in use go back: a
   // program that replaces big blocks keeps as much free as it uses, and reuses
@@ -630,7 +644,7 @@ void PageHeap::set_direct_cache_bytes(std::size_t bytes) noexcept {
 
 void PageHeap::set_decay_ms(std::uint64_t ms) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  decay_ms_ = ms;
+  __atomic_store_n(&decay_ms_, ms, __ATOMIC_RELAXED);  // decay_ms() reads it unlocked
   next_decay_ = 0;
 }
 

@@ -68,8 +68,15 @@ class PageHeap {
   // 0 for kLarge); nullptr when the OS refuses memory.
   Span* allocate(std::size_t pages, std::size_t align_pages = 1,
                  SpanState state = SpanState::kLarge, std::uint8_t size_class = 0) noexcept;
-  // Takes back a span from allocate (kSmall or kLarge).
-  void free(Span* s) noexcept;
+  // Whether a free resident span of at least `pages` pages waits in the arena that
+  // allocate would take such a span from (false: allocate would grow the heap or fault
+  // given-back pages in again). The central cache asks before it adds a span.
+  [[nodiscard]] bool has_resident_free(std::size_t pages, SpanState state,
+                                       std::uint8_t size_class) noexcept;
+  // Takes back a span from allocate (kSmall or kLarge), free since now, or since
+  // `free_since` (a clock reading of now_ms(): the central cache's kept empty spans).
+  static constexpr std::uint64_t kFreedNow = ~std::uint64_t{0};
+  void free(Span* s, std::uint64_t free_since = kFreedNow) noexcept;
   // Shrinks or grows a kLarge span in place to `pages` (growing takes the free
   // span after it); false when it cannot.
   bool resize(Span* s, std::size_t pages) noexcept;
@@ -94,6 +101,9 @@ class PageHeap {
   // Free resident pages and cached mappings unused for `ms` go back to the OS
   // (kNoDecay: never, only past the threshold and on collect()).
   void set_decay_ms(std::uint64_t ms) noexcept;
+  [[nodiscard]] std::uint64_t decay_ms() const noexcept {
+    return __atomic_load_n(&decay_ms_, __ATOMIC_RELAXED);
+  }
   // Gives back what has been free since before now_ms - decay time (the heap
   // does this itself as it runs; tests call it with a time of their choosing).
   void decay(std::uint64_t now_ms) noexcept;

@@ -70,7 +70,8 @@ struct alignas(128) Span {
   std::size_t pages = 0;
   Span* prev = nullptr;  // in a SpanList (free lists, the central cache's lists)
   Span* next = nullptr;
-  // kFree and kCached: when the pages were last in use (page heap clock, ms), for decay.
+  // kFree and kCached, and a kSmall span the central cache keeps empty: when the pages
+  // were last in use (page heap clock, ms), for decay.
   std::uint64_t free_since = 0;
   // Hardened builds, kLarge and kDirect, and sampled blocks: the bytes the program
   // asked for.

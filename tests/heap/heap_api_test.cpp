@@ -869,6 +869,7 @@ void expect_consistent(const HeapStats& s) {
       EXPECT_GT(k.block_size, s.classes[c - 1].block_size) << "class " << c;
     }
     EXPECT_LE(k.block_size, kHeapMaxSmallSize) << "class " << c;
+    EXPECT_LE(k.empty_spans, k.spans) << "class " << c;
     EXPECT_GE(k.bytes_reserved, (k.blocks_in_use + k.blocks_cached) * k.block_size)
         << "class " << c << " (" << k.block_size << " bytes)";
     small_in_use += k.blocks_in_use * k.block_size;
@@ -937,6 +938,8 @@ TEST(HeapApi, StatsAfterManyAllocationsAndCollect) {
   expect_consistent(after);
   EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
   EXPECT_EQ(after.bytes_in_thread_caches, 0u);
+  for (std::size_t c = 0; c < after.class_count; ++c)  // collect() takes the empty spans too
+    EXPECT_EQ(after.classes[c].empty_spans, 0u) << "class " << after.classes[c].block_size;
 }
 
 // A thread's cache goes when the thread does.

@@ -300,7 +300,8 @@ TEST(HeapCentralCache, KeepsFullBatchesAndReturnsEmptySpans) {
 // Blocks go back to their spans in runs (release_to_spans looks a span up once for
 // the blocks that follow in it): a chain that alternates between spans, with runs
 // of one and of several blocks, still returns each block to its own span, and every
-// span the blocks were carved from is whole again and goes back to the page heap.
+// span the blocks were carved from is whole again: kept empty for the class, and given
+// to the page heap by drain().
 TEST(HeapCentralCache, ReturnsAChainMixingSpansBlockByBlockToItsSpans) {
   const std::size_t c = heap_class_of(1024);
   const std::size_t capacity = kHeapClasses[c].capacity;
@@ -333,8 +334,129 @@ TEST(HeapCentralCache, ReturnsAChainMixingSpansBlockByBlockToItsSpans) {
   g_central_cache.insert_range(c, order[0], order.size());
   const CentralClassCounts after = g_central_cache.counts(c);
   EXPECT_EQ(after.blocks_out, before.blocks_out);
-  EXPECT_EQ(after.spans, before.spans) << "a span was left with a block counted out";
-  EXPECT_EQ(after.blocks_in_spans, before.blocks_in_spans);
+  EXPECT_EQ(after.spans - after.empty_spans, before.spans - before.empty_spans)
+      << "a span was left with a block counted out";
+  EXPECT_EQ(after.empty_spans, 3U);
+  EXPECT_EQ(after.blocks_in_spans, before.blocks_in_spans + blocks.size());
+  g_central_cache.drain();
+  const CentralClassCounts drained = g_central_cache.counts(c);
+  EXPECT_EQ(drained.spans, before.spans);
+  EXPECT_EQ(drained.empty_spans, 0U);
+}
+
+// A span whose blocks all come back stays with its class, empty, and is carved again
+// from its start: the class's next blocks are the same ones, in address order, and no
+// span comes from the page heap. A free of one of its blocks is still a double free.
+TEST(HeapCentralCache, AnEmptiedSpanIsKeptAndCarvedAgainFromItsStart) {
+  if constexpr (kHardened) GTEST_SKIP() << "the hardened heap keeps no empty span";
+  const std::size_t c = heap_class_of(1024);
+  const std::size_t capacity = kHeapClasses[c].capacity;
+  ASSERT_NE(capacity, kHeapClasses[c].batch) << "a batch would be kept whole instead";
+  const std::uintptr_t key = heap_link_key();
+  g_central_cache.drain();
+  const CentralClassCounts before = g_central_cache.counts(c);
+  const auto take = [&] {
+    FreeBlock* first = nullptr;
+    EXPECT_EQ(g_central_cache.remove_range(c, capacity, &first), capacity);
+    std::vector<FreeBlock*> blocks;
+    for (FreeBlock* b = first; b != nullptr; b = heap_next(b, key))
+      blocks.push_back(b);
+    return std::pair{first, blocks};
+  };
+  auto [first, blocks] = take();
+  ASSERT_EQ(blocks.size(), capacity);
+  ASSERT_EQ(g_central_cache.counts(c).spans, before.spans + 1);
+  g_central_cache.insert_range(c, first, capacity);
+  const CentralClassCounts kept = g_central_cache.counts(c);
+  EXPECT_EQ(kept.empty_spans, 1U);
+  EXPECT_EQ(kept.spans, before.spans + 1);
+  EXPECT_TRUE(g_central_cache.holds_free(c, blocks[capacity / 2]));
+  auto [again_first, again] = take();
+  EXPECT_EQ(g_central_cache.counts(c).spans, before.spans + 1) << "a new span was taken";
+  EXPECT_EQ(g_central_cache.counts(c).empty_spans, 0U);
+  // A carve links each block before the one carved before it: the chain runs down.
+  std::vector<FreeBlock*> ascending(again.rbegin(), again.rend());
+  EXPECT_TRUE(std::is_sorted(ascending.begin(), ascending.end()));
+  std::sort(blocks.begin(), blocks.end());
+  EXPECT_EQ(ascending, blocks);
+  g_central_cache.insert_range(c, again_first, capacity);
+  g_central_cache.drain();
+  EXPECT_EQ(g_central_cache.counts(c).spans, before.spans);
+}
+
+// Kept empty spans are bounded in bytes, all classes together (the rest go to the page
+// heap at once), and each goes to the page heap once it has been empty for the decay
+// time, not before.
+TEST(HeapCentralCache, KeepsEmptySpansWithinItsBudgetAndForTheDecayTime) {
+  if constexpr (kHardened) GTEST_SKIP() << "the hardened heap keeps no empty span";
+  const std::uint64_t decay_ms = g_page_heap.decay_ms();
+  if (decay_ms == PageHeap::kNoDecay) GTEST_SKIP() << "MEMPOOL_DECAY_MS turns decay off";
+  const std::size_t c = heap_class_of(1024);
+  const std::size_t capacity = kHeapClasses[c].capacity;
+  const std::size_t span_bytes = std::size_t{kHeapClasses[c].span_pages} * kHeapPageSize;
+  const std::size_t fits = CentralCache::kKeptEmptyBytes / span_bytes;
+  g_central_cache.drain();
+  const CentralClassCounts before = g_central_cache.counts(c);
+  std::vector<FreeBlock*> chains;
+  for (std::size_t i = 0; i < fits + 4; ++i) {
+    FreeBlock* first = nullptr;
+    ASSERT_EQ(g_central_cache.remove_range(c, capacity, &first), capacity);
+    chains.push_back(first);
+  }
+  for (FreeBlock* first : chains)
+    g_central_cache.insert_range(c, first, capacity);
+  const CentralClassCounts kept = g_central_cache.counts(c);
+  EXPECT_EQ(kept.empty_spans, fits);
+  EXPECT_EQ(kept.spans, before.spans + fits);
+  const std::uint64_t now = PageHeap::now_ms();
+  g_central_cache.decay(now);  // empty since about now: kept
+  EXPECT_EQ(g_central_cache.counts(c).empty_spans, fits);
+  g_central_cache.decay(now + decay_ms + 1000);
+  EXPECT_EQ(g_central_cache.counts(c).empty_spans, 0U);
+  EXPECT_EQ(g_central_cache.counts(c).spans, before.spans);
+}
+
+// A big class's span (8 blocks of 64 KiB: 512 KiB) is not kept: it would pin much memory
+// for few blocks.
+TEST(HeapCentralCache, ABigClassSpanGoesBackToThePageHeapWhenEmpty) {
+  const std::size_t c = heap_class_of(64 * 1024);
+  const std::size_t capacity = kHeapClasses[c].capacity;
+  ASSERT_GT(std::size_t{kHeapClasses[c].span_pages} * kHeapPageSize,
+            CentralCache::kKeptEmptySpanMaxBytes);
+  g_central_cache.drain();
+  const CentralClassCounts before = g_central_cache.counts(c);
+  FreeBlock* first = nullptr;
+  ASSERT_EQ(g_central_cache.remove_range(c, capacity, &first), capacity);
+  ASSERT_NE(capacity, kHeapClasses[c].batch) << "a batch would be kept whole instead";
+  g_central_cache.insert_range(c, first, capacity);
+  EXPECT_EQ(g_central_cache.counts(c).empty_spans, 0U);
+  EXPECT_EQ(g_central_cache.counts(c).spans, before.spans);
+}
+
+// Kept empty spans cost no resident memory: before the page heap would grow (or fault
+// given-back pages in) for a span, they go back to it; while it has a free resident
+// span that fits, they stay.
+TEST(HeapCentralCache, KeptEmptySpansGoBackBeforeThePageHeapGrows) {
+  if constexpr (kHardened) GTEST_SKIP() << "the hardened heap keeps no empty span";
+  const std::size_t c = heap_class_of(1024);
+  const std::size_t capacity = kHeapClasses[c].capacity;
+  g_central_cache.drain();
+  const CentralClassCounts before = g_central_cache.counts(c);
+  FreeBlock* first = nullptr;
+  ASSERT_EQ(g_central_cache.remove_range(c, capacity, &first), capacity);
+  g_central_cache.insert_range(c, first, capacity);
+  ASSERT_EQ(g_central_cache.counts(c).empty_spans, 1U);
+  // A free resident page in the page heap: a span of one page fits.
+  g_page_heap.free(g_page_heap.allocate(1));
+  ASSERT_TRUE(g_page_heap.has_resident_free(1, SpanState::kLarge, 0));
+  g_central_cache.make_room_for(1, SpanState::kLarge, 0);
+  EXPECT_EQ(g_central_cache.counts(c).empty_spans, 1U) << "given back with room to spare";
+  // 4 GiB: no free span fits, the page heap would grow.
+  const std::size_t huge = (std::size_t{4} << 30) >> kHeapPageShift;
+  ASSERT_FALSE(g_page_heap.has_resident_free(huge, SpanState::kLarge, 0));
+  g_central_cache.make_room_for(huge, SpanState::kLarge, 0);
+  EXPECT_EQ(g_central_cache.counts(c).empty_spans, 0U);
+  EXPECT_EQ(g_central_cache.counts(c).spans, before.spans);
 }
 
 // The kept batches are bounded per class (64 KiB of blocks): beyond that, freed
