@@ -64,9 +64,12 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
   const HeapClassInfo& info = kHeapClasses[c];
   Class& k = classes_[c];
   std::lock_guard<Lock> lock(k.mutex);
-  if (want >= info.batch && k.batch_count > 0) {
-    *first = k.batches[--k.batch_count];
-    return info.batch;
+  if (want >= info.batch) {
+    if (k.batch_count > 0) {
+      *first = k.batches[--k.batch_count];
+      return info.batch;
+    }
+    k.batch_missed = true;
   }
   const std::uintptr_t key = heap_link_key();
   FreeBlock* head = nullptr;
@@ -162,6 +165,28 @@ void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, s
     }
   }
   k.blocks_out -= count;
+}
+
+// The class locked, its kept batches full. A thread asked for a batch and found none
+// since they were last full: the class's blocks flow from threads that free them to
+// threads that allocate them, in bursts (many-to-one frees: a thread scheduled out
+// while the others run), and a batch more evens them out, up to max_grown_slots.
+// Otherwise nobody took them since: one fewer, and the batch past it goes to its spans,
+// so a class the program stopped using goes back to 64 KiB of batches.
+void CentralCache::resize_slots(Class& k, std::size_t c, Span** empty) noexcept {
+  const HeapClassInfo& info = kHeapClasses[c];
+  if (k.slot_limit < info.max_slots) {  // the class's first batches
+    k.slot_limit = info.max_slots;
+    if (k.batch_count < k.slot_limit) return;
+  }
+  if (k.batch_missed) {
+    k.slot_limit = std::min(k.slot_limit * 2, info.max_grown_slots);
+  } else if (k.slot_limit > info.max_slots) {
+    k.slot_limit = std::max(k.slot_limit / 2, info.max_slots);
+    while (k.batch_count > k.slot_limit)
+      release_to_spans(k, c, k.batches[--k.batch_count], info.batch, empty);
+  }
+  k.batch_missed = false;
 }
 
 // The class locked; s has no block out.
@@ -262,9 +287,12 @@ void CentralCache::insert_range(std::size_t c, FreeBlock* first, std::size_t cou
   Span* empty = nullptr;
   {
     std::lock_guard<Lock> lock(k.mutex);
-    if (count == info.batch && k.batch_count < info.max_slots) {
-      k.batches[k.batch_count++] = first;
-      return;
+    if (count == info.batch) {
+      if (k.batch_count >= k.slot_limit) resize_slots(k, c, &empty);
+      if (k.batch_count < k.slot_limit) {
+        k.batches[k.batch_count++] = first;
+        return;
+      }
     }
     release_to_spans(k, c, first, count, &empty);
   }
@@ -280,6 +308,8 @@ void CentralCache::drain() noexcept {
       std::lock_guard<Lock> lock(k.mutex);
       while (k.batch_count > 0)
         release_to_spans(k, c, k.batches[--k.batch_count], kHeapClasses[c].batch, &empty);
+      k.slot_limit = 0;  // grows again from 64 KiB
+      k.batch_missed = false;
       while (Span* s = k.empty.first())
         give_up_empty(k, s, &empty);
     }

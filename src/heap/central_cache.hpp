@@ -80,6 +80,10 @@ class CentralCache {
   struct alignas(kCacheLine) Class {
     mutable Lock mutex;
     std::uint32_t batch_count = 0;
+    // Batches kept at most: max_slots to max_grown_slots (resize_slots); 0 until the
+    // class is first full (then max_slots at least).
+    std::uint32_t slot_limit = 0;
+    bool batch_missed = false;  // a batch was asked for and none was kept
     FreeBlock* batches[kMaxCentralSlots] = {};
     SpanList nonempty;  // spans with a free block (allocated < capacity)
     // Spans whose blocks all came back, reset to be carved again from their start
@@ -96,6 +100,7 @@ class CentralCache {
   // chained through `next` on *empty for the caller to free after unlocking.
   void release_to_spans(Class& k, std::size_t c, FreeBlock* first, std::size_t count,
                         Span** empty) noexcept;
+  void resize_slots(Class& k, std::size_t c, Span** empty) noexcept;
   bool keep_empty(Class& k, Span* s) noexcept;
   void give_up_empty(Class& k, Span* s, Span** chain) noexcept;
   // Gives the page heap back the spans chained on `chain`; keep_age: as free since

@@ -16,11 +16,12 @@ namespace mempool::detail {
 
 struct HeapClassInfo {
   std::uint32_t size = 0;
-  std::uint32_t batch = 0;        // blocks per transfer: 64 KiB worth, between 2 and 64
-  std::uint32_t least_fetch = 0;  // fewest blocks a refill takes: 1 KiB worth
-  std::uint32_t span_pages = 0;   // pages per span
-  std::uint32_t capacity = 0;     // blocks per span
-  std::uint32_t max_slots = 0;    // full batches the central cache keeps: 64 KiB worth, 1 to 64
+  std::uint32_t batch = 0;            // blocks per transfer: 64 KiB worth, between 2 and 64
+  std::uint32_t least_fetch = 0;      // fewest blocks a refill takes: 1 KiB worth
+  std::uint32_t span_pages = 0;       // pages per span
+  std::uint32_t capacity = 0;         // blocks per span
+  std::uint32_t max_slots = 0;        // full batches the central cache keeps: 64 KiB worth, 1 to 64
+  std::uint32_t max_grown_slots = 0;  // and after it grows them: 512 KiB worth, up to 64
   std::uint64_t divisor = 0;
 };
 
@@ -46,6 +47,8 @@ constexpr HeapClassInfo make_heap_class_info(std::size_t c) noexcept {
   const std::size_t batch_bytes = std::size_t{info.batch} * size;
   info.max_slots =
       static_cast<std::uint32_t>(std::clamp<std::size_t>(64 * 1024 / batch_bytes, 1, 64));
+  info.max_grown_slots = static_cast<std::uint32_t>(
+      std::clamp<std::size_t>(512 * 1024 / batch_bytes, info.max_slots, 64));
   info.divisor = UINT64_MAX / size + 1;
   return info;
 }

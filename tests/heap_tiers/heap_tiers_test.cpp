@@ -484,6 +484,32 @@ TEST(HeapCentralCache, KeepsAtMost64KiBOfBatchesPerClass) {
   g_central_cache.drain();
 }
 
+// The kept batches grow past 64 KiB when a thread asked for a batch and found none
+// since they were last full (blocks flow from freeing threads to allocating ones in
+// bursts), and shrink back when full again with nobody having asked.
+TEST(HeapCentralCache, KeptBatchesGrowWhenAThreadFoundNoneAndShrinkWhenNotTaken) {
+  const std::size_t c = heap_class_of(64);
+  const HeapClassInfo& info = kHeapClasses[c];
+  ASSERT_GE(info.max_grown_slots, 2 * info.max_slots);
+  g_central_cache.drain();
+  std::vector<FreeBlock*> chains;
+  // Each of these asks for a batch and finds none.
+  for (std::size_t i = 0; i < 2 * info.max_slots + 8; ++i) {
+    FreeBlock* first = nullptr;
+    ASSERT_EQ(g_central_cache.remove_range(c, info.batch, &first), info.batch);
+    chains.push_back(first);
+  }
+  const auto kept = [&] { return g_central_cache.counts(c).blocks_in_batches / info.batch; };
+  std::size_t i = 0;
+  for (; i <= info.max_slots; ++i)
+    g_central_cache.insert_range(c, chains[i], info.batch);
+  EXPECT_EQ(kept(), info.max_slots + 1) << "full, after a miss: one more kept";
+  for (; i < chains.size(); ++i)
+    g_central_cache.insert_range(c, chains[i], info.batch);
+  EXPECT_EQ(kept(), info.max_slots) << "full again, nobody asked: back to 64 KiB";
+  g_central_cache.drain();
+}
+
 }  // namespace
 }  // namespace mempool::detail
 
