@@ -42,8 +42,9 @@ class CentralCache {
   // free pages (decay_if_due); and given back before the page heap grows (make_room_for).
   static constexpr std::size_t kKeptEmptyBytes = std::size_t{4} << 20;
   // Only spans this small are kept (spans of one or two pages: the small classes),
-  // which cycle most often for their bytes. Kept spans of every class (up to 512 KiB a span, for 8
-  // blocks of 64 KiB) made mempool-bench fragmentation's peak 2% higher (125.2 -> 127.7 MiB).
+  // which cycle most often for their bytes. Kept spans of every class (up to 512 KiB a
+  // span, for 8 blocks of 64 KiB) made mempool-bench fragmentation's peak 2% higher
+  // (125.2 -> 127.7 MiB).
   static constexpr std::size_t kKeptEmptySpanMaxBytes = std::size_t{16} << 10;
 
   // Up to `want` blocks of class c, as a nullptr-terminated chain in *first;
