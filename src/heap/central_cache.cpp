@@ -233,15 +233,19 @@ void CentralCache::free_spans(Span* chain, bool keep_age) noexcept {
   }
 }
 
-void CentralCache::release_empty_spans(std::uint64_t now, std::uint64_t decay_ms) noexcept {
+// A class locked by another thread keeps its spans until the next call: the caller may
+// hold a class lock (remove_range), and a thread holding another class's lock may be
+// waiting for the page heap.
+void CentralCache::give_back_empty(std::uint64_t kept_since) noexcept {
   for (std::size_t c = 1; c < kHeapClassCount; ++c) {
     Class& k = classes_[c];
     Span* chain = nullptr;
     {
-      std::lock_guard<Lock> lock(k.mutex);
+      std::unique_lock<Lock> lock(k.mutex, std::try_to_lock);
+      if (!lock.owns_lock()) continue;
       for (Span* s = k.empty.first(); s != nullptr;) {
         Span* next = SpanList::next(s);
-        if (s->free_since + decay_ms <= now) give_up_empty(k, s, &chain);
+        if (s->free_since <= kept_since) give_up_empty(k, s, &chain);
         s = next;
       }
     }
@@ -254,26 +258,14 @@ void CentralCache::make_room_for(std::size_t pages, SpanState state,
                                  std::uint8_t size_class) noexcept {
   if (kept_empty_bytes_.load(std::memory_order_relaxed) == 0) return;
   if (g_page_heap.has_resident_free(pages, state, size_class)) return;
-  for (std::size_t c = 1; c < kHeapClassCount; ++c) {
-    Class& k = classes_[c];
-    Span* chain = nullptr;
-    {
-      // Another class's lock may be held by a thread waiting for the page heap, and the
-      // caller may hold one: a class that is busy keeps its spans.
-      std::unique_lock<Lock> lock(k.mutex, std::try_to_lock);
-      if (!lock.owns_lock()) continue;
-      while (Span* s = k.empty.first())
-        give_up_empty(k, s, &chain);
-    }
-    free_spans(chain, true);
-  }
+  give_back_empty(kKeptSinceAny);
 }
 
 void CentralCache::decay(std::uint64_t now) noexcept {
   const std::uint64_t ms = g_page_heap.decay_ms();
   if (ms == PageHeap::kNoDecay) return;
   next_empty_decay_.store(now + (ms >= 4 ? ms / 4 : 1), std::memory_order_relaxed);
-  release_empty_spans(now, ms);
+  if (now >= ms) give_back_empty(now - ms);
 }
 
 void CentralCache::decay_if_due() noexcept {

@@ -108,8 +108,10 @@ class CentralCache {
   // Gives the page heap back the spans chained on `chain`; keep_age: as free since
   // their free_since (kept empty spans), not since now.
   static void free_spans(Span* chain, bool keep_age = false) noexcept;
-  // The kept empty spans free for decay_ms by now, of every class, to the page heap.
-  void release_empty_spans(std::uint64_t now, std::uint64_t decay_ms) noexcept;
+  // The kept empty spans of every class, kept since kept_since or before
+  // (PageHeap::now_ms()), to the page heap.
+  static constexpr std::uint64_t kKeptSinceAny = ~std::uint64_t{0};
+  void give_back_empty(std::uint64_t kept_since) noexcept;
 
   Class classes_[kHeapClassCount];
   std::atomic<std::size_t> kept_empty_bytes_{0};
