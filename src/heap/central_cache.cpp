@@ -59,6 +59,23 @@ Span* CentralCache::new_span(std::size_t c) noexcept {
   return s;
 }
 
+// The walk of a span's list in remove_range is a chain of dependent loads of blocks that
+// came back in whatever order the program freed them, long out of cache: in mempool-bench
+// tree, 60% of the refills' time went to that one load, one miss after another (perf,
+// cpu-clock). Where the list holds a quarter of the span or more and the walk will take
+// at least half of it, the line of every carved block's link is asked for at once
+// instead (every line, for blocks under 64 bytes), so that the misses overlap; the walk
+// and then the program write those lines. Otherwise most of them would not be read.
+void CentralCache::prefetch_listed_blocks(const Span* s, std::size_t taken) noexcept {
+  const std::uintptr_t size = s->block_size;
+  const std::uintptr_t span_bytes = std::uintptr_t{s->capacity} * size;
+  const std::uintptr_t listed = (s->capacity - s->allocated) * size - (s->carve_end - s->carve);
+  if (listed < span_bytes / 4 || listed > 2 * taken * size) return;
+  const std::uintptr_t stride = size < kCacheLine ? kCacheLine : size;
+  for (std::uintptr_t a = s->carve_end - span_bytes; a < s->carve; a += stride)
+    __builtin_prefetch(address_as<const char>(a));
+}
+
 std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
                                        FreeBlock** first) noexcept {
   const HeapClassInfo& info = kHeapClasses[c];
@@ -94,6 +111,7 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want,
     // The span's fields in locals: the stores to the blocks might alias them.
     const std::size_t before = got;
     FreeBlock* list = s->free_blocks;
+    if (list != nullptr) prefetch_listed_blocks(s, want - got);
     for (; got < want && list != nullptr; ++got) {
       FreeBlock* b = list;
       list = heap_checked_next(b, key);

@@ -98,6 +98,7 @@ class CentralCache {
   };
 
   static Span* new_span(std::size_t c) noexcept;
+  static void prefetch_listed_blocks(const Span* s, std::size_t taken) noexcept;
   // Returns blocks to their spans; spans that become empty are kept (keep_empty) or
   // chained through `next` on *empty for the caller to free after unlocking.
   void release_to_spans(Class& k, std::size_t c, FreeBlock* first, std::size_t count,
