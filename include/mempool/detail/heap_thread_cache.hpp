@@ -270,6 +270,15 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
     heap_free_list_corrupted(b);
   }
   t.heads[c] = next;
+  // The next allocation's load of `next`'s link is a chain that waits on this one; a
+  // list of blocks freed long ago (a container destroyed, then built again) misses on
+  // every link. Fetched now, the line arrives while the program uses this block
+  // (tcmalloc's pop does the same). Unguarded: prefetching nullptr (an emptied list)
+  // does not fault, and costs nothing measurable on AMD EPYC family 26 model 2 (a
+  // loop of them: 0.92 ns an iteration against 0.92 for a mapped address).
+  // mempool-bench micro there: Churn 4.23 -> 3.94 ns a pair, Bulk 5.11 -> 5.00
+  // (docs/performance.md, "The next block prefetched").
+  __builtin_prefetch(next);
   if constexpr (kHandOut) {
     heap_hand_out(b);
   } else {
