@@ -47,15 +47,19 @@ constinit bool g_have_exit_key = false;
 
 // A list may grow to 16 batches, or past that while it holds at most kListBytesPastBatches
 // (the classes below 256 B), and never past kMaxListLength blocks. A program that
-// allocates a few thousand small blocks and then frees them all (a container built and
+// allocates many thousand small blocks and then frees them all (a container built and
 // destroyed: mempool-bench micro's Bulk, 10,000 blocks of 24 B) then keeps them in its
 // own list instead of sending all but 1,024 through the central cache and carving them
-// again: Bulk took 9.1 ns a pair with 16 batches, 6.1 with this, mimalloc 4.0
-// (docs/performance.md, "On Zen 5"). The bound is in bytes so that the classes of
-// 256 B and more keep theirs (16 batches, up to 1 MiB): lists of every class allowed 128
-// batches made 8 threads of mempool-bench server 6-9% slower (why was not looked into).
-constexpr std::uint32_t kMaxListLength = 8192;
-constexpr std::size_t kListBytesPastBatches = std::size_t{256} << 10;
+// again: Bulk took 9.1 ns a pair with 16 batches, 6.1 with 256 KiB, mimalloc 4.0
+// (docs/performance.md, "On Zen 5"). 256 KiB still sent Bulk's last 1,808 blocks
+// through the central cache, 0.9 ns a pair more than 512 KiB (AMD EPYC family 26 model 2:
+// 5.95 against 4.73, mimalloc 5.17; "Longer lists to 512 KiB" there). The bound is in
+// bytes so that the classes of 256 B and more keep theirs (16 batches, up to 1 MiB):
+// lists of every class allowed 128 batches made 8 threads of mempool-bench server 6-9%
+// slower (why was not looked into); 512 KiB for the small classes did not (684 against
+// 694 ns, 7 rounds). The thread's budget still bounds every list (class_cap).
+constexpr std::uint32_t kMaxListLength = 32768;
+constexpr std::size_t kListBytesPastBatches = std::size_t{512} << 10;
 static_assert(kMaxListLength <= UINT16_MAX, "ThreadCache::maxes holds 16 bits");
 
 // No class may hold more than an eighth of the budget: otherwise a few hot large

@@ -611,13 +611,14 @@ TEST(HeapThreadCache, OverBudgetCutsTheLargestClassesFirst) {
       << "the small list was cut while large classes held the budget";
 }
 
-// A container of a few thousand small blocks built and destroyed again and again stays
+// A container of many thousand small blocks built and destroyed again and again stays
 // in the thread's list: a small class's list grows past 16 batches while it holds at
-// most 256 KiB (thread_cache.cpp, kListBytesPastBatches), so that its frees do not go
+// most 512 KiB (thread_cache.cpp, kListBytesPastBatches), so that its frees do not go
 // through the central cache. A class of 256 B and more stops at 16 batches. (With 16
 // batches for every class, the 24-byte list ends at one batch here; with 128 for every
-// class, the 64-byte list reaches 8,064 blocks and the 512-byte one 1,664.)
-TEST(HeapThreadCache, ASmallClassListGrowsPast16BatchesUpTo256KiB) {
+// class, the 64-byte list reaches 8,064 blocks and the 512-byte one 1,664; with 256 KiB,
+// the 24-byte list, of 32-byte blocks, stops at 8,192.)
+TEST(HeapThreadCache, ASmallClassListGrowsPast16BatchesUpTo512KiB) {
   std::thread([] {
     const auto cycle = [](std::size_t n, std::size_t count) {
       std::vector<void*> blocks(count);
@@ -629,16 +630,16 @@ TEST(HeapThreadCache, ASmallClassListGrowsPast16BatchesUpTo256KiB) {
       }
       return heap_class_of(n);
     };
-    const std::size_t small = cycle(24, 6000);
-    const std::uint32_t small_batches = 16 * kHeapClasses[small].batch;
-    EXPECT_GT(tls_thread_cache.maxes[small], small_batches) << "the list stopped at 16 batches";
-    EXPECT_GT(tls_thread_cache.cached_blocks(small), small_batches)
+    const std::size_t small = cycle(24, 12000);
+    EXPECT_GT(tls_thread_cache.maxes[small], 16 * kHeapClasses[small].batch)
+        << "the list stopped at 16 batches";
+    EXPECT_GE(tls_thread_cache.cached_blocks(small), 12000u)
         << "the freed blocks went to the central cache";
-    EXPECT_LE(std::size_t{tls_thread_cache.maxes[small]} * kHeapClasses[small].size, 256u << 10);
+    EXPECT_LE(std::size_t{tls_thread_cache.maxes[small]} * kHeapClasses[small].size, 512u << 10);
 
     const std::size_t c64 = cycle(64, 8000);
     EXPECT_GT(tls_thread_cache.maxes[c64], 16 * kHeapClasses[c64].batch);
-    EXPECT_LE(std::size_t{tls_thread_cache.maxes[c64]} * kHeapClasses[c64].size, 256u << 10);
+    EXPECT_LE(std::size_t{tls_thread_cache.maxes[c64]} * kHeapClasses[c64].size, 512u << 10);
 
     const std::size_t medium = cycle(512, 3000);
     EXPECT_LE(tls_thread_cache.maxes[medium], 16 * kHeapClasses[medium].batch);

@@ -94,7 +94,7 @@ class MEMPOOL_API ThreadCache {
 #else
   std::int32_t rooms[kHeapClassCount] = {};
 #endif
-  // Flush thresholds; 0 until a class is used. 16 bits (a list never passes 8192
+  // Flush thresholds; 0 until a class is used. 16 bits (a list never passes 32768
   // blocks, thread_cache.cpp) keep the whole object, and so the library's static TLS
   // block that dlopen() must find room for, under glibc's surplus (docs/architecture.md,
   // "Packaging").
