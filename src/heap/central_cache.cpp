@@ -72,7 +72,7 @@ void CentralCache::prefetch_listed_blocks(const Span* s, std::size_t taken) noex
   const std::uintptr_t listed = (s->capacity - s->allocated) * size - (s->carve_end - s->carve);
   if (listed < span_bytes / 4 || listed > 2 * taken * size) return;
   const std::uintptr_t stride = size < kCacheLine ? kCacheLine : size;
-  for (std::uintptr_t a = s->carve_end - span_bytes; a < s->carve; a += stride)
+  for (std::uintptr_t a = s->first_block(); a < s->carve; a += stride)
     __builtin_prefetch(address_as<const char>(a));
 }
 
@@ -156,7 +156,7 @@ void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, s
     // path accepts; a block past the carved end was never handed out (nor is a block of
     // a span with none out). Checked here, on the way back, at no cost to free.
     const std::uintptr_t carved = s->carve;
-    const std::uintptr_t lo = s->carve_end - std::uintptr_t{s->capacity} * s->block_size;
+    const std::uintptr_t lo = s->first_block();
     std::uint32_t allocated = s->allocated;
     if (MEMPOOL_UNLIKELY(reinterpret_cast<std::uintptr_t>(b) >= carved || allocated == 0))
       heap_misuse(b, "free of a block the heap never handed out");
@@ -222,7 +222,7 @@ bool CentralCache::keep_empty(Class& k, Span* s) noexcept {
   // Carved again from its start: its blocks come out in address order, and each is
   // written (marked and linked) as it is carved, not read first from a list.
   s->free_blocks = nullptr;
-  s->carve = s->carve_end - std::uintptr_t{s->capacity} * s->block_size;
+  s->carve = s->first_block();
   s->free_since = PageHeap::now_ms();
   k.empty.push_front(s);
   ++k.empty_spans;

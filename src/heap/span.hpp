@@ -84,6 +84,12 @@ struct alignas(128) Span {
   ProfileSite* profile_site = nullptr;
 
   [[nodiscard]] std::size_t bytes() const noexcept { return pages << kHeapPageShift; }
+  // kSmall: the first block's address (= start), from the fields of the span's first
+  // cache line: the central cache's walks read only that line, and `start` is on the
+  // second.
+  [[nodiscard]] std::uintptr_t first_block() const noexcept {
+    return carve_end - std::uintptr_t{capacity} * block_size;
+  }
   [[nodiscard]] std::uintptr_t first_page() const noexcept { return start >> kHeapPageShift; }
   [[nodiscard]] std::uintptr_t last_page() const noexcept { return first_page() + pages - 1; }
 };

@@ -52,12 +52,13 @@ constinit bool g_have_exit_key = false;
 // own list instead of sending all but 1,024 through the central cache and carving them
 // again: Bulk took 9.1 ns a pair with 16 batches, 6.1 with 256 KiB, mimalloc 4.0
 // (docs/performance.md, "On Zen 5"). 256 KiB still sent Bulk's last 1,808 blocks
-// through the central cache, 1.2 ns a pair more than 512 KiB (AMD EPYC family 26 model 2:
-// 5.95 against 4.73, mimalloc 5.17; "...and lists to 512 KiB" there). The bound is in
-// bytes so that the classes of 256 B and more keep theirs (16 batches, up to 1 MiB):
-// lists of every class allowed 128 batches made 8 threads of mempool-bench server 6-9%
-// slower (why was not looked into); 512 KiB for the small classes did not (684 against
-// 694 ns, 7 rounds). The thread's budget still bounds every list (class_cap).
+// through the central cache, 1.2 ns a pair more than 512 KiB (AMD EPYC family 26 model 2,
+// 5 rounds: 5.95 [5.56-6.01] against 4.73 [4.57-5.46], mimalloc 5.17 [4.23-5.75]; "...and
+// lists to 512 KiB" there). The bound is in bytes so that the classes of 256 B and more
+// keep theirs (16 batches, up to 1 MiB): lists of every class allowed 128 batches made 8
+// threads of mempool-bench server 6-9% slower (why was not looked into); 512 KiB for the
+// small classes did not (684 [672-767] against 694 [675-735] ns, 7 rounds). The thread's
+// budget still bounds every list (class_cap).
 constexpr std::uint32_t kMaxListLength = 32768;
 constexpr std::size_t kListBytesPastBatches = std::size_t{512} << 10;
 static_assert(kMaxListLength <= UINT16_MAX, "ThreadCache::maxes holds 16 bits");
