@@ -1,7 +1,8 @@
 // The central cache: one per size class, between the thread caches and the page
 // heap. It hands out and takes back blocks in batches, under a short per-class
 // lock. Full batches that threads give back are kept whole (64 KiB a class, up to
-// 512 KiB while threads run out of them: resize_slots) so the next thread that needs
+// 512 KiB while threads run out of them: resize_slots; 1 MiB for blocks of 64 KiB and
+// more: class_info.hpp) so the next thread that needs
 // one takes it in O(1): this is what keeps the producer/consumer pattern fast. Other
 // blocks go back to their spans. A small span whose blocks have all come back is kept
 // empty for the class's next span (keep_empty), else it goes back to the page heap.

@@ -16,14 +16,21 @@ namespace mempool::detail {
 
 struct HeapClassInfo {
   std::uint32_t size = 0;
-  std::uint32_t batch = 0;            // blocks per transfer: 64 KiB worth, between 2 and 64
-  std::uint32_t least_fetch = 0;      // fewest blocks a refill takes: 1 KiB worth
-  std::uint32_t span_pages = 0;       // pages per span
-  std::uint32_t capacity = 0;         // blocks per span
-  std::uint32_t max_slots = 0;        // full batches the central cache keeps: 64 KiB worth, 1 to 64
-  std::uint32_t max_grown_slots = 0;  // and after it grows them: 512 KiB worth, up to 64
+  std::uint32_t batch = 0;        // blocks per transfer: 64 KiB worth, between 2 and 64
+  std::uint32_t least_fetch = 0;  // fewest blocks a refill takes: 1 KiB worth
+  std::uint32_t span_pages = 0;   // pages per span
+  std::uint32_t capacity = 0;     // blocks per span
+  // Full batches the central cache keeps: 64 KiB worth (1 MiB for blocks of 64 KiB and
+  // more), 1 to 64; and after it grows them, 512 KiB worth (at least max_slots), up to 64.
+  std::uint32_t max_slots = 0;
+  std::uint32_t max_grown_slots = 0;
   std::uint64_t divisor = 0;
 };
+
+// The classes of blocks this large keep up to kHeapKeptLargeBytes of batches in the
+// central cache, not 64 KiB (make_heap_class_info).
+inline constexpr std::size_t kHeapKeptLargeMin = std::size_t{64} << 10;
+inline constexpr std::size_t kHeapKeptLargeBytes = std::size_t{1} << 20;
 
 constexpr HeapClassInfo make_heap_class_info(std::size_t c) noexcept {
   HeapClassInfo info;
@@ -45,8 +52,20 @@ constexpr HeapClassInfo make_heap_class_info(std::size_t c) noexcept {
   info.span_pages = static_cast<std::uint32_t>(pages);
   info.capacity = static_cast<std::uint32_t>(pages * kHeapPageSize / size);
   const std::size_t batch_bytes = std::size_t{info.batch} * size;
+  // Blocks of 64 KiB and more move two at a time (128-512 KiB a batch), so 64 KiB of kept
+  // batches was one batch: most of their frees went back to the spans, their spans to the
+  // page heap, and the next allocations took them again, a lock and a carve each time
+  // (mempool-bench throughput, 8 B-256 KiB in a window of 1024 live blocks:
+  // remove_range and insert_range 22% of the time). With 1 MiB a class, as tcmalloc's
+  // transfer cache keeps, the same blocks come back instead of fresh spans: AMD EPYC family
+  // 26 model 2, 5 rounds, 54.4 [47.9-54.6] -> 45.1 [44.4-49.4] ns an operation, peak RSS
+  // 74.5 [71.1-79.8] -> 57.5 [50.1-58.7] MiB (docs/performance.md, "Kept batches of
+  // 1 MiB"). Only these 17 classes: 1 MiB for every class held the fragmentation
+  // benchmark at 1.33x its live bytes, not 1.20x (heap_tiers_test), and for the classes
+  // from 16 KiB up, 2 MiB more of its peak.
+  const std::size_t kept_bytes = size >= kHeapKeptLargeMin ? kHeapKeptLargeBytes : 64 * 1024;
   info.max_slots =
-      static_cast<std::uint32_t>(std::clamp<std::size_t>(64 * 1024 / batch_bytes, 1, 64));
+      static_cast<std::uint32_t>(std::clamp<std::size_t>(kept_bytes / batch_bytes, 1, 64));
   info.max_grown_slots = static_cast<std::uint32_t>(
       std::clamp<std::size_t>(512 * 1024 / batch_bytes, info.max_slots, 64));
   info.divisor = UINT64_MAX / size + 1;

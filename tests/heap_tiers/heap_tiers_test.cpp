@@ -484,6 +484,36 @@ TEST(HeapCentralCache, KeepsAtMost64KiBOfBatchesPerClass) {
   g_central_cache.drain();
 }
 
+// Blocks of 64 KiB and more travel two at a time: their classes keep 1 MiB of batches
+// (class_info.hpp), so that the same blocks come back instead of their spans going to
+// the page heap and back. With 64 KiB they kept one batch (at most two after a miss).
+TEST(HeapCentralCache, KeepsUpTo1MiBOfBatchesOfBlocksOf64KiBAndMore) {
+  for (const std::size_t bytes : {std::size_t{64} << 10, std::size_t{128} << 10, kHeapSmallMax}) {
+    const std::size_t c = heap_class_of(bytes);
+    const HeapClassInfo& info = kHeapClasses[c];
+    ASSERT_EQ(info.batch, 2u) << bytes;
+    g_central_cache.drain();
+    std::vector<FreeBlock*> chains;
+    for (int i = 0; i < 16; ++i) {  // 16 batches: 4-16 MiB
+      FreeBlock* first = nullptr;
+      ASSERT_EQ(g_central_cache.remove_range(c, info.batch, &first), info.batch);
+      chains.push_back(first);
+    }
+    for (FreeBlock* first : chains)
+      g_central_cache.insert_range(c, first, info.batch);
+    const std::size_t kept = g_central_cache.counts(c).blocks_in_batches * info.size;
+    EXPECT_LE(kept, kHeapKeptLargeBytes) << bytes;
+    EXPECT_GT(kept + 2 * info.size, kHeapKeptLargeBytes) << bytes << ": within a batch of 1 MiB";
+    g_central_cache.drain();
+    EXPECT_EQ(g_central_cache.counts(c).blocks_in_batches, 0u);
+  }
+  // The class below (60 KiB): one batch, 64 KiB at most as every smaller class
+  // (KeepsAtMost64KiBOfBatchesPerClass).
+  const HeapClassInfo& below = kHeapClasses[heap_class_of(std::size_t{64} << 10) - 1];
+  EXPECT_LT(below.size, std::size_t{64} << 10);
+  EXPECT_EQ(below.max_slots, 1u);
+}
+
 // The kept batches grow past 64 KiB when a thread asked for a batch and found none
 // since they were last full (blocks flow from freeing threads to allocating ones in
 // bursts), and shrink back when full again with nobody having asked.
