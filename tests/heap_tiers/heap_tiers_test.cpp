@@ -486,7 +486,8 @@ TEST(HeapCentralCache, KeepsAtMost64KiBOfBatchesPerClass) {
 
 // Blocks of 64 KiB and more travel two at a time: their classes keep 1 MiB of batches
 // (class_info.hpp), so that the same blocks come back instead of their spans going to
-// the page heap and back. With 64 KiB they kept one batch (at most two after a miss).
+// the page heap and back. With 64 KiB they kept one batch (more only after misses, up to
+// 512 KiB).
 TEST(HeapCentralCache, KeepsUpTo1MiBOfBatchesOfBlocksOf64KiBAndMore) {
   for (const std::size_t bytes : {std::size_t{64} << 10, std::size_t{128} << 10, kHeapSmallMax}) {
     const std::size_t c = heap_class_of(bytes);
@@ -494,7 +495,7 @@ TEST(HeapCentralCache, KeepsUpTo1MiBOfBatchesOfBlocksOf64KiBAndMore) {
     ASSERT_EQ(info.batch, 2u) << bytes;
     g_central_cache.drain();
     std::vector<FreeBlock*> chains;
-    for (int i = 0; i < 16; ++i) {  // 16 batches: 4-16 MiB
+    for (int i = 0; i < 16; ++i) {  // 16 batches of 2 blocks: 2-8 MiB
       FreeBlock* first = nullptr;
       ASSERT_EQ(g_central_cache.remove_range(c, info.batch, &first), info.batch);
       chains.push_back(first);
