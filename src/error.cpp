@@ -49,12 +49,4 @@ void report_misuse(const char* allocator, const void* ptr, const char* problem) 
   [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line, pos);
 }
 
-std::string argument_message(const char* allocator, const char* what) {
-  std::string m = "mempool::";
-  m += allocator;
-  m += ": ";
-  m += what;
-  return m;
-}
-
 }  // namespace mempool::detail

@@ -258,15 +258,13 @@ void CentralCache::give_back_empty(std::uint64_t kept_since) noexcept {
   for (std::size_t c = 1; c < kHeapClassCount; ++c) {
     Class& k = classes_[c];
     Span* chain = nullptr;
-    {
-      std::unique_lock<Lock> lock(k.mutex, std::try_to_lock);
-      if (!lock.owns_lock()) continue;
-      for (Span* s = k.empty.first(); s != nullptr;) {
-        Span* next = SpanList::next(s);
-        if (s->free_since <= kept_since) give_up_empty(k, s, &chain);
-        s = next;
-      }
+    if (!k.mutex.try_lock()) continue;
+    for (Span* s = k.empty.first(); s != nullptr;) {
+      Span* next = SpanList::next(s);
+      if (s->free_since <= kept_since) give_up_empty(k, s, &chain);
+      s = next;
     }
+    k.mutex.unlock();
     // As old as they are: the page heap's next decay pass gives them back.
     free_spans(chain, true);
   }

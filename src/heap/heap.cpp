@@ -17,6 +17,7 @@
 #include "heap_profiler.hpp"
 #include "leak_check.hpp"
 #include "mempool/detail/error.hpp"
+#include "mempool/detail/lock.hpp"
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
 #include "metadata.hpp"
@@ -27,7 +28,7 @@ namespace mempool::detail {
 namespace {
 
 constinit std::atomic<bool> g_ready{false};
-constinit std::mutex g_init_mutex;
+constinit Lock g_init_mutex;
 constinit std::size_t g_direct_map_threshold = std::size_t{64} << 20;
 constinit bool g_verbose = false;
 constinit std::atomic<std::size_t> g_large_blocks{0};
@@ -78,7 +79,7 @@ constinit bool g_profiler_to_start = false;  // heap_profiler_start, once the mu
 void start_profiler_if_configured() noexcept {
   bool start = false;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
+    std::lock_guard<Lock> lock(g_init_mutex);
     start = g_profiler_to_start;
     g_profiler_to_start = false;
   }
@@ -123,7 +124,7 @@ bool apply_options() noexcept {
 MEMPOOL_COLD void heap_init() noexcept {
   bool show_stats = false;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
+    std::lock_guard<Lock> lock(g_init_mutex);
     if (g_ready.load(std::memory_order_relaxed)) return;
     show_stats = apply_options();
     if (!create_thread_exit_key())
@@ -431,7 +432,7 @@ void heap_read_options() noexcept {
   ensure_ready();
   bool show_stats = false;
   {
-    std::lock_guard<std::mutex> lock(g_init_mutex);
+    std::lock_guard<Lock> lock(g_init_mutex);
     show_stats = apply_options();
   }
   if (show_stats) std::atexit(print_stats_at_exit);
@@ -464,25 +465,6 @@ MEMPOOL_ALLOCATION_ENTRY void* detail::heap_try_allocate(std::size_t n) noexcept
 
 MEMPOOL_ALLOCATION_ENTRY void* try_allocate(std::size_t n, std::align_val_t alignment) noexcept {
   return heap_allocate_aligned(n, static_cast<std::size_t>(alignment));
-}
-
-namespace {
-MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* allocate_miss(std::size_t n) {
-  void* p = heap_allocate(n);
-  if (MEMPOOL_UNLIKELY(p == nullptr)) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-MEMPOOL_ALLOCATION_ENTRY void* detail::heap_allocate_or_throw(std::size_t n) {
-  if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
-  return allocate_miss(n);
-}
-
-MEMPOOL_ALLOCATION_ENTRY void* allocate(std::size_t n, std::align_val_t alignment) {
-  void* p = heap_allocate_aligned(n, static_cast<std::size_t>(alignment));
-  if (MEMPOOL_UNLIKELY(p == nullptr)) throw std::bad_alloc();
-  return p;
 }
 
 MEMPOOL_ALLOCATION_ENTRY void deallocate(void* p) noexcept {

@@ -38,7 +38,6 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +52,7 @@
 #include "mempool/heap.hpp"
 #include "mempool/mempool.h"
 #include "metadata.hpp"
+#include "sampling_math.hpp"
 
 // The bounds of the section that MEMPOOL_ALLOCATION_ENTRY places functions in (the
 // linker defines them, in each shared object and executable that has the section).
@@ -127,7 +127,7 @@ std::uint64_t next_random(ProfilerThread& t) noexcept {
 // Bytes until the next sample: exponential with mean R.
 std::int64_t next_interval(ProfilerThread& t) noexcept {
   const double u = static_cast<double>((next_random(t) >> 11) + 1) * 0x1p-53;  // (0, 1]
-  const double bytes = -std::log(u) * g_rate_bytes;
+  const double bytes = -sampling_log(u) * g_rate_bytes;
   constexpr double kMost = 0x1p62;
   return static_cast<std::int64_t>(bytes < kMost ? bytes : kMost);
 }
@@ -139,9 +139,13 @@ struct Weight {
 };
 Weight weight_of(std::size_t n) noexcept {
   const double size = n == 0 ? 1.0 : static_cast<double>(n);
-  const double blocks = -1.0 / std::expm1(-size / g_rate_bytes);  // 1 / (1 - e^(-n/R))
-  return {static_cast<std::uint64_t>(std::llround(blocks * (1u << kCountShift))),
-          static_cast<std::uint64_t>(std::llround(blocks * static_cast<double>(n)))};
+  const double blocks = -1.0 / sampling_expm1(-size / g_rate_bytes);  // 1 / (1 - e^(-n/R))
+  // Rounded to the nearest: both are positive, and being one off just below a half
+  // does not matter here (llround is libm's).
+  // NOLINTBEGIN(bugprone-incorrect-roundings)
+  return {static_cast<std::uint64_t>(blocks * (1u << kCountShift) + 0.5),
+          static_cast<std::uint64_t>(blocks * static_cast<double>(n) + 0.5)};
+  // NOLINTEND(bugprone-incorrect-roundings)
 }
 
 bool in_allocator(const void* pc) noexcept {

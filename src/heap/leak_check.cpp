@@ -24,7 +24,6 @@
 // high bits), are not seen: their blocks are reported (LeakSanitizer has the same rule).
 #include "leak_check.hpp"
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
@@ -44,15 +43,13 @@
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <map>
+#include <functional>
 #include <mutex>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "../options.hpp"
 #include "central_cache.hpp"
@@ -162,6 +159,7 @@ class Scratch {
   const T* begin() const noexcept { return data_; }
   const T* end() const noexcept { return data_ + size_; }
   T pop() noexcept { return data_[--size_]; }
+  void truncate(std::size_t size) noexcept { size_ = size < size_ ? size : size_; }
 
  private:
   T* data_ = nullptr;
@@ -534,6 +532,85 @@ bool loader_allocated(const Block& b, const Range& loader) noexcept {
 }
 
 // --- the report ----------------------------------------------------------------------------
+//
+// Plain arrays and one growing text, not std::string, std::vector or std::map: those
+// reach libstdc++ (its error paths, its red-black tree), and the drop-in library links
+// nothing of it. The report runs after the other threads are let go, so its text may
+// come from the heap.
+
+// A text that grows in the heap; appends after a failed allocation are dropped.
+class Text {
+ public:
+  Text() noexcept = default;
+  Text(const Text&) = delete;
+  Text& operator=(const Text&) = delete;
+  ~Text() { std::free(data_); }  // NOLINT(cppcoreguidelines-no-malloc): see the class
+
+  void append(const char* s, std::size_t n) noexcept {
+    if (size_ + n + 1 > capacity_) {
+      const std::size_t capacity = std::max(2 * capacity_, size_ + n + 1 + 256);
+      // NOLINTNEXTLINE(cppcoreguidelines-no-malloc): see the class
+      auto* grown = static_cast<char*>(std::realloc(data_, capacity));
+      if (grown == nullptr) return;
+      data_ = grown;
+      capacity_ = capacity;
+    }
+    std::memcpy(data_ + size_, s, n);
+    size_ += n;
+    data_[size_] = '\0';
+  }
+  void append(const char* s) noexcept { append(s, std::strlen(s)); }
+  __attribute__((format(printf, 2, 3))) void appendf(const char* format, ...) noexcept {
+    char line[256];
+    va_list args;
+    va_start(args, format);
+    const int n = std::vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    if (n > 0) append(line, std::min(static_cast<std::size_t>(n), sizeof line - 1));
+  }
+  // Ends the text with a NUL (a string of its own among others) and returns where it began.
+  std::size_t end_string(std::size_t begin) noexcept {
+    append("", 1);
+    return begin;
+  }
+  // The string at offset ("" past the end: an append that failed).
+  [[nodiscard]] const char* at(std::size_t offset) const noexcept {
+    return offset < size_ ? data_ + offset : "";
+  }
+  char* data() noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  char* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+};
+
+void write_all(int fd, const char* text, std::size_t size) noexcept {
+  for (std::size_t done = 0; done < size;) {
+    const ssize_t w = ::write(fd, text + done, size - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    done += static_cast<std::size_t>(w);
+  }
+}
+void write_all(int fd, const char* text) noexcept {
+  write_all(fd, text, std::strlen(text));
+}
+void write_all(int fd, const Text& text) noexcept {
+  write_all(fd, text.at(0), text.size());
+}
+
+// The whole of descriptor fd, appended to out.
+void read_all(int fd, Text& out) noexcept {
+  char chunk[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(chunk, static_cast<std::size_t>(n));
+  }
+}
 
 struct Leak {
   const ProfileSite* site;
@@ -542,153 +619,201 @@ struct Leak {
   std::size_t blocks;
 };
 
-// "function file:line" for each address of one object, from addr2line; empty strings
-// where it has nothing (not installed, no debug information).
-std::vector<std::string> addr2line(const std::string& object,
-                                   const std::vector<std::uintptr_t>& offsets) {
-  std::vector<std::string> lines(offsets.size());
+// One frame of the stacks reported (pc: its return address less one): the object it lies
+// in (an offset into the paths' text, kNone when none) and its name (an offset into the
+// names' text, kNone until it has one).
+constexpr std::size_t kNone = ~std::size_t{0};
+struct Frame {
+  std::uintptr_t pc;
+  std::uintptr_t bias;
+  std::size_t object;
+  std::size_t name;
+};
+
+struct Names {
+  Scratch<Frame> frames;  // sorted by pc, each pc once
+  Text paths;
+  Text text;
+
+  // The name of the frame at pc: "" when it has none.
+  [[nodiscard]] const char* of(std::uintptr_t pc) const noexcept {
+    const Frame* f = std::lower_bound(frames.begin(), frames.end(), pc,
+                                      [](const Frame& a, std::uintptr_t b) { return a.pc < b; });
+    return f == frames.end() || f->pc != pc || f->name == kNone ? "" : text.at(f->name);
+  }
+};
+
+std::uintptr_t pc_of(const ProfileSite* site, std::uint32_t i) noexcept {
+  return reinterpret_cast<std::uintptr_t>(site->frames[i]) - 1;
+}
+
+// addr2line's "function file:line" for the frames of names.frames that lie in the
+// object at names.paths.at(object); none where it has nothing (not installed, no debug
+// information).
+void addr2line(Names& names, std::size_t object) noexcept {
+  const char* path = names.paths.at(object);
+  std::size_t count = 0;
+  for (const Frame& f : names.frames)
+    count += f.object == object ? 1 : 0;
+  struct Hex {
+    char digits[24];
+  };
+  Scratch<Hex> hex;
+  Scratch<char*> argv;
+  Scratch<char*> env;
+  std::size_t variables = 0;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    ++variables;
+  if (!hex.reserve(count) || !argv.reserve(count + 6) || !env.reserve(variables + 1)) return;
+  static char kArgs[4][10] = {"addr2line", "-C", "-f", "-e"};
+  for (char* a : kArgs)
+    argv.push(a);
+  argv.push(const_cast<char*>(path));
+  for (const Frame& f : names.frames) {
+    if (f.object != object) continue;
+    Hex h{};
+    std::snprintf(h.digits, sizeof h.digits, "%#" PRIxPTR, f.pc - f.bias);
+    hex.push(h);
+    argv.push(hex[hex.size() - 1].digits);
+  }
+  argv.push(nullptr);
+  // Its environment without MEMPOOL_LEAK_CHECK: under the drop-in library, addr2line
+  // would check itself at exit and start another addr2line, and so on.
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    if (std::strncmp(*e, "MEMPOOL_LEAK_CHECK", 18) != 0) env.push(*e);
+  env.push(nullptr);
+
   int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return lines;
+  if (::pipe2(out, O_CLOEXEC) != 0) return;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  std::vector<std::string> args = {"addr2line", "-C", "-f", "-e", object};
-  for (const std::uintptr_t o : offsets) {
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "%#" PRIxPTR, o);
-    args.emplace_back(hex);
-  }
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (std::string& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // Its environment without MEMPOOL_LEAK_CHECK: under the drop-in library, addr2line
-  // would check itself at exit and start another addr2line, and so on.
-  std::vector<char*> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
-    if (std::strncmp(*e, "MEMPOOL_LEAK_CHECK", 18) != 0) env.push_back(*e);
-  env.push_back(nullptr);
   pid_t child = 0;
   const int spawned =
-      ::posix_spawnp(&child, "addr2line", &actions, nullptr, argv.data(), env.data());
+      ::posix_spawnp(&child, "addr2line", &actions, nullptr, argv.begin(), env.begin());
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
-  std::string text;
+  Text text;
   if (spawned == 0) {
-    char chunk[4096];
-    for (;;) {
-      const ssize_t n = ::read(out[0], chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      text.append(chunk, static_cast<std::size_t>(n));
-    }
+    read_all(out[0], text);
     int status = 0;
     while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
   }
   ::close(out[0]);
+  if (text.size() == 0) return;
   // Two lines an address: the function, then file:line ("??" and "??:0" when unknown).
-  std::size_t at = 0;
-  for (std::string& line : lines) {
-    const std::size_t f = text.find('\n', at);
-    if (f == std::string::npos) break;
-    const std::size_t l = text.find('\n', f + 1);
-    if (l == std::string::npos) break;
-    const std::string function = text.substr(at, f - at);
-    std::string place = text.substr(f + 1, l - f - 1);
-    if (const std::size_t d = place.find(" (discriminator"); d != std::string::npos)
-      place.resize(d);
-    at = l + 1;
+  char* at = text.data();
+  for (Frame& f : names.frames) {
+    if (f.object != object) continue;
+    char* function = at;
+    char* f_end = std::strchr(function, '\n');
+    if (f_end == nullptr) break;
+    char* place = f_end + 1;
+    char* l_end = std::strchr(place, '\n');
+    if (l_end == nullptr) break;
+    *f_end = '\0';
+    *l_end = '\0';
+    at = l_end + 1;
+    if (char* d = std::strstr(place, " (discriminator"); d != nullptr) *d = '\0';
     // No file:line (no debug information): the name is only the nearest symbol, and the
     // caller says where the address lies instead.
-    if (function == "??" || place.rfind("??", 0) == 0) continue;
-    line = function;
-    line.append(" ").append(place);
+    if (std::strcmp(function, "??") == 0 || std::strncmp(place, "??", 2) == 0) continue;
+    const std::size_t begin = names.text.size();
+    names.text.append(function);
+    names.text.append(" ");
+    names.text.append(place);
+    f.name = names.text.end_string(begin);
   }
-  return lines;
 }
 
 struct ObjectOf {
-  std::string path;
-  std::uintptr_t bias = 0;
+  std::uintptr_t pc;
+  std::uintptr_t bias;
+  char path[PATH_MAX];
 };
 
 int find_object(dl_phdr_info* info, std::size_t, void* context) noexcept {
-  auto* want = static_cast<std::pair<std::uintptr_t, ObjectOf*>*>(context);
+  auto* want = static_cast<ObjectOf*>(context);
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& h = info->dlpi_phdr[i];
     const std::uintptr_t begin = info->dlpi_addr + h.p_vaddr;
-    if (h.p_type != PT_LOAD || want->first < begin || want->first >= begin + h.p_memsz) continue;
+    if (h.p_type != PT_LOAD || want->pc < begin || want->pc >= begin + h.p_memsz) continue;
     if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') {
-      want->second->path = info->dlpi_name;
+      std::snprintf(want->path, sizeof want->path, "%s", info->dlpi_name);
     } else {  // the program: its path, for addr2line (another process)
-      char path[PATH_MAX];
-      const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-      want->second->path = n > 0 ? std::string(path, static_cast<std::size_t>(n)) : "";
+      const ssize_t n = ::readlink("/proc/self/exe", want->path, sizeof want->path - 1);
+      want->path[n > 0 ? n : 0] = '\0';
     }
-    want->second->bias = info->dlpi_addr;
+    want->bias = info->dlpi_addr;
     return 1;
   }
   return 0;
 }
 
-// A name for every frame of the leaks reported: "function file:line" (addr2line, from
-// debug information), else "symbol (object+0x1f2e)" (dladdr), else "(object+0x1f2e)".
-std::map<std::uintptr_t, std::string> symbolize(const std::vector<Leak>& leaks) {
-  std::map<std::uintptr_t, std::string> names;
-  std::map<std::string, std::vector<std::uintptr_t>> by_object;  // pcs per object
-  std::map<std::uintptr_t, ObjectOf> objects;
-  for (const Leak& l : leaks) {
-    for (std::uint32_t i = 0; i < l.site->depth; ++i) {
-      const std::uintptr_t pc = reinterpret_cast<std::uintptr_t>(l.site->frames[i]) - 1;
-      if (names.count(pc) != 0) continue;
-      names[pc] = "";
-      ObjectOf o;
-      std::pair<std::uintptr_t, ObjectOf*> want{pc, &o};
-      if (::dl_iterate_phdr(find_object, &want) == 0) continue;
-      by_object[o.path].push_back(pc);
-      objects[pc] = o;
-    }
-  }
-  for (auto& [path, pcs] : by_object) {
-    std::vector<std::uintptr_t> offsets;
-    for (const std::uintptr_t pc : pcs)
-      offsets.push_back(pc - objects[pc].bias);
-    const std::vector<std::string> lines = addr2line(path, offsets);
-    for (std::size_t i = 0; i < pcs.size(); ++i) {
-      if (!lines[i].empty()) {
-        names[pcs[i]] = lines[i];
-        continue;
-      }
-      // LeakSanitizer's form: "symbol (object+offset)", the symbol from dladdr (the
-      // nearest exported one) when there is one.
-      Dl_info info{};
-      char offset[40];
-      std::snprintf(offset, sizeof offset, "+%#" PRIxPTR ")", offsets[i]);
-      const bool named =
-          ::dladdr(address_as<void>(pcs[i]), &info) != 0 && info.dli_sname != nullptr;
-      std::string symbol;
-      if (named) {
-        int status = 0;
-        char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-        symbol = std::string(status == 0 ? demangled : info.dli_sname) + " ";
-        std::free(demangled);  // NOLINT(cppcoreguidelines-no-malloc): __cxa_demangle's
-      }
-      names[pcs[i]] = symbol.append("(").append(path).append(offset);
-    }
-  }
-  return names;
+// __cxa_demangle when the C++ runtime is loaded (the drop-in library does not link it).
+using Demangle = char* (*)(const char*, char*, std::size_t*, int*);
+Demangle find_demangle() noexcept {
+  return reinterpret_cast<Demangle>(::dlsym(RTLD_DEFAULT, "__cxa_demangle"));
 }
 
-void write_all(int fd, const std::string& text) noexcept {
-  for (std::size_t done = 0; done < text.size();) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    done += static_cast<std::size_t>(w);
+// A name for every frame of the leaks reported: "function file:line" (addr2line, from
+// debug information), else "symbol (object+0x1f2e)" (dladdr), else "(object+0x1f2e)".
+bool symbolize(const Scratch<Leak>& leaks, Names& names) noexcept {
+  std::size_t count = 0;
+  for (const Leak& l : leaks)
+    count += l.site->depth;
+  if (!names.frames.reserve(count)) return false;
+  for (const Leak& l : leaks) {
+    for (std::uint32_t i = 0; i < l.site->depth; ++i)
+      names.frames.push({pc_of(l.site, i), 0, kNone, kNone});
   }
+  std::sort(names.frames.begin(), names.frames.end(),
+            [](const Frame& a, const Frame& b) { return a.pc < b.pc; });
+  names.frames.truncate(static_cast<std::size_t>(
+      std::unique(names.frames.begin(), names.frames.end(),
+                  [](const Frame& a, const Frame& b) { return a.pc == b.pc; }) -
+      names.frames.begin()));
+  // The object of each frame, its path once in names.paths.
+  Scratch<std::size_t> objects;
+  if (!objects.reserve(names.frames.size())) return false;
+  ObjectOf o{};
+  for (Frame& f : names.frames) {
+    o.pc = f.pc;
+    if (::dl_iterate_phdr(find_object, &o) == 0) continue;
+    f.bias = o.bias;
+    for (const std::size_t known : objects)
+      if (std::strcmp(names.paths.at(known), o.path) == 0) f.object = known;
+    if (f.object == kNone) {
+      const std::size_t begin = names.paths.size();
+      names.paths.append(o.path);
+      f.object = names.paths.end_string(begin);
+      objects.push(f.object);
+    }
+  }
+  const Demangle demangle = find_demangle();
+  for (const std::size_t object : objects) {
+    addr2line(names, object);
+    for (Frame& f : names.frames) {
+      if (f.object != object || f.name != kNone) continue;
+      // LeakSanitizer's form: "symbol (object+offset)", the symbol from dladdr (the
+      // nearest exported one) when there is one.
+      const std::size_t begin = names.text.size();
+      Dl_info info{};
+      if (::dladdr(address_as<void>(f.pc), &info) != 0 && info.dli_sname != nullptr) {
+        int status = -1;
+        char* demangled =
+            demangle == nullptr ? nullptr : demangle(info.dli_sname, nullptr, nullptr, &status);
+        names.text.append(status == 0 ? demangled : info.dli_sname);
+        names.text.append(" ");
+        std::free(demangled);  // NOLINT(cppcoreguidelines-no-malloc): __cxa_demangle's
+      }
+      names.text.appendf("(%s+%#" PRIxPTR ")", names.paths.at(object), f.pc - f.bias);
+      f.name = names.text.end_string(begin);
+    }
+  }
+  return true;
 }
 
 // --- suppressions (MEMPOOL_LEAK_CHECK_SUPPRESSIONS) ------------------------------------
@@ -709,135 +834,144 @@ bool glob_matches(const char* p, const char* t) noexcept {
   return true;  // the rest of the text is free
 }
 
-bool suppression_matches(const std::string& pattern, const std::string& text) noexcept {
-  if (!pattern.empty() && pattern[0] == '^') return glob_matches(pattern.c_str() + 1, text.c_str());
-  for (std::size_t at = 0; at <= text.size(); ++at)
-    if (glob_matches(pattern.c_str(), text.c_str() + at)) return true;
-  return false;
+bool suppression_matches(const char* pattern, const char* text) noexcept {
+  if (pattern[0] == '^') return glob_matches(pattern + 1, text);
+  for (const char* t = text;; ++t) {
+    if (glob_matches(pattern, t)) return true;
+    if (*t == '\0') return false;
+  }
 }
 
 struct Suppression {
-  std::string pattern;
+  const char* pattern;  // in Suppressions::file
   std::size_t blocks = 0;
   std::size_t bytes = 0;
+};
+
+struct Suppressions {
+  Text file;
+  Scratch<Suppression> list;
 };
 
 constinit char g_suppressions_path[PATH_MAX] = {};
 
 // The `leak:PATTERN` lines of the suppressions file ('#' starts a comment).
-std::vector<Suppression> read_suppressions() {
-  std::vector<Suppression> out;
-  if (g_suppressions_path[0] == '\0') return out;
+void read_suppressions(Suppressions& out) noexcept {
+  if (g_suppressions_path[0] == '\0') return;
   const int fd = ::open(g_suppressions_path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    write_all(g_report_fd, std::string("mempool: leak check: cannot read the suppressions in ") +
-                               g_suppressions_path + "\n");
-    return out;
+    Text line;
+    line.append("mempool: leak check: cannot read the suppressions in ");
+    line.append(g_suppressions_path);
+    line.append("\n");
+    write_all(g_report_fd, line);
+    return;
   }
-  std::string text;
-  char chunk[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(chunk, static_cast<std::size_t>(n));
-  }
+  read_all(fd, out.file);
   ::close(fd);
-  std::size_t at = 0;
-  while (at < text.size()) {
-    std::size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(at, end - at);
-    at = end + 1;
-    line.erase(0, line.find_first_not_of(" \t"));
-    line.erase(line.find_last_not_of(" \t\r") + 1);
-    if (line.rfind("leak:", 0) == 0 && line.size() > 5) out.push_back({line.substr(5)});
+  std::size_t lines = 1;
+  for (std::size_t i = 0; i < out.file.size(); ++i)
+    lines += out.file.data()[i] == '\n' ? 1 : 0;
+  if (out.file.size() == 0 || !out.list.reserve(lines)) return;
+  // Each line cut out in place: its blanks trimmed, a NUL at its end.
+  char* at = out.file.data();
+  char* const end = at + out.file.size();
+  while (at < end) {
+    char* line_end = std::find(at, end, '\n');
+    *line_end = '\0';
+    char* line = at;
+    at = line_end + 1;
+    while (*line == ' ' || *line == '\t')
+      ++line;
+    for (char* e = line_end; e > line && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r');)
+      *--e = '\0';
+    if (std::strncmp(line, "leak:", 5) == 0 && line[5] != '\0') out.list.push({line + 5});
   }
-  return out;
 }
 
 // The suppression that matches a frame of this leak's stack (its function, file or
 // object), or nullptr.
-Suppression* suppressed_by(const Leak& l, const std::map<std::uintptr_t, std::string>& names,
-                           std::vector<Suppression>& suppressions) noexcept {
+Suppression* suppressed_by(const Leak& l, const Names& names,
+                           Scratch<Suppression>& suppressions) noexcept {
   for (Suppression& s : suppressions) {
-    for (std::uint32_t i = 0; i < l.site->depth; ++i) {
-      const auto name = names.find(reinterpret_cast<std::uintptr_t>(l.site->frames[i]) - 1);
-      if (name != names.end() && suppression_matches(s.pattern, name->second)) return &s;
-    }
+    for (std::uint32_t i = 0; i < l.site->depth; ++i)
+      if (suppression_matches(s.pattern, names.of(pc_of(l.site, i)))) return &s;
   }
   return nullptr;
 }
 
 // LeakSanitizer's layout, so that tools and eyes used to it read this one. Returns the
 // bytes leaked that no suppression matched.
-std::size_t report(std::vector<Leak>& leaks) {
+std::size_t report(Scratch<Leak>& leaks) noexcept {
   std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) {
     if (a.direct != b.direct) return a.direct;
     return a.bytes > b.bytes;
   });
-  const std::map<std::uintptr_t, std::string> names = symbolize(leaks);
-  std::vector<Suppression> suppressions = read_suppressions();
-  std::vector<Leak> kept;
+  Names names;
+  if (!symbolize(leaks, names)) {
+    write_all(g_report_fd, "mempool: leak check: out of memory for the report\n");
+    return 0;
+  }
+  Suppressions suppressions;
+  read_suppressions(suppressions);
+  std::size_t kept = 0;
   for (const Leak& l : leaks) {
-    if (Suppression* s = suppressed_by(l, names, suppressions); s != nullptr) {
+    if (Suppression* s = suppressed_by(l, names, suppressions.list); s != nullptr) {
       s->blocks += l.blocks;
       s->bytes += l.bytes;
     } else {
-      kept.push_back(l);
+      leaks[kept++] = l;
     }
   }
-  std::string used;
-  for (const Suppression& s : suppressions) {
+  leaks.truncate(kept);
+  Text used;
+  for (const Suppression& s : suppressions.list) {
     if (s.blocks == 0) continue;
-    char row[64];
-    std::snprintf(row, sizeof row, "%7zu %10zu ", s.blocks, s.bytes);
-    used.append(row).append(s.pattern).append("\n");
+    if (used.size() == 0) {
+      used.append(
+          "-----------------------------------------------------\nSuppressions used:\n"
+          "  count      bytes template\n");
+    }
+    used.appendf("%7zu %10zu ", s.blocks, s.bytes);
+    used.append(s.pattern);
+    used.append("\n");
   }
-  if (!used.empty()) {
-    used =
-        "-----------------------------------------------------\nSuppressions used:\n"
-        "  count      bytes template\n" +
-        used + "-----------------------------------------------------\n";
-  }
-  leaks.swap(kept);
-  if (leaks.empty()) {
+  if (used.size() != 0) used.append("-----------------------------------------------------\n");
+  if (leaks.size() == 0) {
     write_all(g_report_fd, used);
     return 0;
   }
-  std::string text = "\n=================================================================\n";
-  char line[160];
-  std::snprintf(line, sizeof line, "==%d==ERROR: mempool leak check: detected memory leaks\n",
-                static_cast<int>(::getpid()));
-  text += line;
+  Text text;
+  text.append("\n=================================================================\n");
+  text.appendf("==%d==ERROR: mempool leak check: detected memory leaks\n",
+               static_cast<int>(::getpid()));
   std::size_t bytes = 0;
   std::size_t blocks = 0;
   for (const Leak& l : leaks) {
-    std::snprintf(line, sizeof line, "\n%s leak of %zu byte(s) in %zu object(s) allocated from:\n",
-                  l.direct ? "Direct" : "Indirect", l.bytes, l.blocks);
-    text += line;
+    text.appendf("\n%s leak of %zu byte(s) in %zu object(s) allocated from:\n",
+                 l.direct ? "Direct" : "Indirect", l.bytes, l.blocks);
     for (std::uint32_t i = 0; i < l.site->depth; ++i) {
-      const std::uintptr_t pc = reinterpret_cast<std::uintptr_t>(l.site->frames[i]) - 1;
-      const auto name = names.find(pc);
-      std::snprintf(line, sizeof line, "    #%u %#" PRIxPTR " in ", i, pc);
-      text += line;
-      text += name != names.end() ? name->second : "";
-      text += "\n";
+      const std::uintptr_t pc = pc_of(l.site, i);
+      text.appendf("    #%u %#" PRIxPTR " in ", i, pc);
+      text.append(names.of(pc));
+      text.append("\n");
     }
     bytes += l.bytes;
     blocks += l.blocks;
   }
-  if (!used.empty()) text.append("\n").append(used);
-  std::snprintf(line, sizeof line, "\nSUMMARY: mempool: %zu byte(s) leaked in %zu allocation(s).\n",
-                bytes, blocks);
-  text += line;
+  if (used.size() != 0) {
+    text.append("\n");
+    text.append(used.at(0), used.size());
+  }
+  text.appendf("\nSUMMARY: mempool: %zu byte(s) leaked in %zu allocation(s).\n", bytes, blocks);
   write_all(g_report_fd, text);
   return bytes;
 }
 
-// The check itself (see the top of this file): the leaks, grouped, or an empty list.
-// What could not be scanned (threads that did not stop) is said on the report's descriptor.
-std::vector<Leak> find_leaks(const ThisThread& self) {
+// The check itself (see the top of this file): the leaks, grouped, into leaks (empty when
+// none). What could not be scanned (threads that did not stop) is said on the report's
+// descriptor.
+void find_leaks(const ThisThread& self, Scratch<Leak>& leaks) noexcept {
   LoadedObjects objects;
   Scratch<Range> maps;
   Scratch<Block> blocks;
@@ -845,7 +979,7 @@ std::vector<Leak> find_leaks(const ThisThread& self) {
   objects.loader_base = ::getauxval(AT_BASE);
   if (!objects.globals.reserve(16384) || !read_mappings(maps) || !map_thread_table()) {
     write_all(g_report_fd, "mempool: leak check: out of memory, not run\n");
-    return {};
+    return;
   }
   ::dl_iterate_phdr(add_object, &objects);
 
@@ -855,10 +989,9 @@ std::vector<Leak> find_leaks(const ThisThread& self) {
     for (const LeakEntry* e = g_buckets[b]; e != nullptr; e = e->next)
       ++count;
   }
-  std::vector<Leak> leaks;
   if (count == 0 || !blocks.reserve(count) || !work.reserve(count)) {
     leak_check_unlock();
-    return leaks;
+    return;
   }
   for (std::size_t b = 0; b < kBuckets; ++b) {
     for (const LeakEntry* e = g_buckets[b]; e != nullptr; e = e->next)
@@ -908,26 +1041,40 @@ std::vector<Leak> find_leaks(const ThisThread& self) {
     write_all(g_report_fd, line);
   }
 
-  // Grouped by site and kind.
-  std::map<std::pair<const ProfileSite*, bool>, Leak> groups;
-  for (const Block& b : blocks) {
-    if (b.state == kReachable) continue;
-    const bool direct = b.state == kUnreached;
-    Leak& l = groups[{b.site, direct}];
-    l.site = b.site;
-    l.direct = direct;
-    l.bytes += b.end - b.begin;
-    ++l.blocks;
+  // Grouped by site and kind: one entry a block, sorted, then merged.
+  std::size_t leaked = 0;
+  for (const Block& b : blocks)
+    leaked += b.state == kReachable || b.site == nullptr ? 0 : 1;
+  if (leaked == 0) return;
+  if (!leaks.reserve(leaked)) {
+    write_all(g_report_fd, "mempool: leak check: out of memory for the report\n");
+    return;
   }
-  for (auto& [key, leak] : groups)
-    if (leak.site != nullptr) leaks.push_back(leak);
-  return leaks;
+  for (const Block& b : blocks) {
+    if (b.state == kReachable || b.site == nullptr) continue;
+    leaks.push({b.site, b.state == kUnreached, b.end - b.begin, 1});
+  }
+  auto key_less = [](const Leak& a, const Leak& b) {
+    return a.site != b.site ? std::less<>()(a.site, b.site) : a.direct < b.direct;
+  };
+  std::sort(leaks.begin(), leaks.end(), key_less);
+  std::size_t groups = 0;
+  for (const Leak& l : leaks) {
+    if (groups != 0 && leaks[groups - 1].site == l.site && leaks[groups - 1].direct == l.direct) {
+      leaks[groups - 1].bytes += l.bytes;
+      leaks[groups - 1].blocks += l.blocks;
+    } else {
+      leaks[groups++] = l;
+    }
+  }
+  leaks.truncate(groups);
 }
 
 // The bytes reported (size 0 blocks count 1, as their end does).
 std::size_t check_and_report(const ThisThread& self) noexcept {
-  std::vector<Leak> leaks = find_leaks(self);
-  if (leaks.empty()) return 0;
+  Scratch<Leak> leaks;
+  find_leaks(self, leaks);
+  if (leaks.size() == 0) return 0;
   return report(leaks);
 }
 
@@ -940,7 +1087,7 @@ MEMPOOL_NOINLINE std::size_t check_from_here() noexcept {
 }
 
 // Serializes checks (one at exit, any number on demand).
-constinit std::mutex g_check_mutex;
+constinit Lock g_check_mutex;
 
 void check_at_exit() noexcept {
   const std::size_t leaked = leak_check_run();
@@ -1054,7 +1201,7 @@ void leak_check_unlock() noexcept {
 
 std::size_t leak_check_run() noexcept {
   if (!g_leak_check) return 0;
-  std::lock_guard<std::mutex> lock(g_check_mutex);
+  std::lock_guard<Lock> lock(g_check_mutex);
   // What the check allocates (the report, addr2line's spawn) is not tracked.
   const bool was_busy = heap_profiler_set_busy(true);
   const std::size_t leaked = check_from_here();

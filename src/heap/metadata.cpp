@@ -19,7 +19,7 @@ std::size_t metadata_class(std::size_t bytes) noexcept {
 void* MetadataArena::allocate(std::size_t bytes) noexcept {
   const std::size_t c = metadata_class(bytes);
   const std::size_t rounded = std::size_t{64} << c;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   if (FreeBlock* b = free_[c]; b != nullptr) {
     free_[c] = b->next;
     std::memset(b, 0, rounded);
@@ -46,20 +46,20 @@ void* MetadataArena::allocate(std::size_t bytes) noexcept {
 void MetadataArena::deallocate(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   const std::size_t c = metadata_class(bytes);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   auto* b = static_cast<FreeBlock*>(p);
   b->next = free_[c];
   free_[c] = b;
 }
 
 void MetadataArena::use_huge_pages() noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   huge_pages_ = true;
   chunk_bytes_ = std::size_t{2} << 20;  // a huge page (hugepage_filler.hpp)
 }
 
 std::size_t MetadataArena::bytes_mapped() const noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   return bytes_mapped_;
 }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "mempool/detail/free_list.hpp"
+#include "mempool/detail/lock.hpp"
 
 namespace mempool::detail {
 
@@ -44,7 +45,7 @@ class MetadataArena {
   static constexpr std::size_t kChunkBytes = 1024 * 1024;
   static constexpr std::size_t kClasses = 11;  // 64 B .. 64 KiB
 
-  mutable std::mutex mutex_;
+  mutable Lock mutex_;
   FreeBlock* free_[kClasses] = {};
   char* chunk_next_ = nullptr;
   char* chunk_end_ = nullptr;

@@ -300,7 +300,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
                          std::uint8_t size_class) noexcept {
   if (pages == 0 || pages + align_pages - 1 < pages) return nullptr;
   Unmaps unmaps;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   if (decay_ms_ != kNoDecay) decay_locked(now_ms(), unmaps);
   ensure_thp_mode();  // arena_for asks whether huge pages are allowed
   const std::uint8_t arena = arena_for(state, size_class);
@@ -362,7 +362,7 @@ Span* PageHeap::allocate(std::size_t pages, std::size_t align_pages, SpanState s
 
 bool PageHeap::has_resident_free(std::size_t pages, SpanState state,
                                  std::uint8_t size_class) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   if (free_resident_pages_ < pages) return false;
   ensure_thp_mode();  // as allocate, for arena_for
   const Arena& a = arenas_[arena_for(state, size_class)];
@@ -399,7 +399,7 @@ Span* PageHeap::carve(Span* s, std::size_t pages, bool anywhere) noexcept {
 
 void PageHeap::free(Span* s, std::uint64_t free_since) noexcept {
   Unmaps unmaps;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   span_bytes_in_use_ -= s->bytes();
   s->size_class = 0;  // before its entries are rewritten untagged
   s->state = SpanState::kFree;
@@ -425,7 +425,7 @@ void PageHeap::free(Span* s, std::uint64_t free_since) noexcept {
 }
 
 bool PageHeap::resize(Span* s, std::size_t pages) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   if (pages == s->pages) return true;
   if (pages < s->pages) {
     Span* tail = split(s, pages);
@@ -560,14 +560,14 @@ bool PageHeap::merge_released_pieces() noexcept {
 
 void PageHeap::release_all() noexcept {
   Unmaps unmaps;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   release_down_to(0, true);
   while (Span* s = oldest_cached())
     evict(s, unmaps);
 }
 
 void PageHeap::set_thp_mode(ThpMode mode) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   filler_.set_mode(mode);
   thp_mode_set_ = true;
   if (!filler_.enabled() && filler_.allowed() && dense_mapped_bytes() >= kAutoFromBytes)
@@ -588,7 +588,7 @@ void PageHeap::advise_reservations() noexcept {
 }
 
 bool PageHeap::huge_pages_enabled() const noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   return filler_.enabled();
 }
 
@@ -630,27 +630,27 @@ std::uint8_t PageHeap::arena_for(SpanState state, std::uint8_t size_class) const
 }
 
 void PageHeap::set_release_threshold(std::size_t bytes) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   release_threshold_ = bytes;
 }
 
 void PageHeap::set_direct_cache_bytes(std::size_t bytes) noexcept {
   Unmaps unmaps;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   direct_cache_limit_ = bytes;
   while (direct_cached_bytes_ > direct_cache_limit_)
     evict(oldest_cached(), unmaps);
 }
 
 void PageHeap::set_decay_ms(std::uint64_t ms) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   __atomic_store_n(&decay_ms_, ms, __ATOMIC_RELAXED);  // decay_ms() reads it unlocked
   next_decay_ = 0;
 }
 
 void PageHeap::decay(std::uint64_t now) noexcept {
   Unmaps unmaps;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   next_decay_ = 0;
   decay_locked(now, unmaps);
 }
@@ -759,7 +759,7 @@ bool PageHeap::grow_direct(Span*& s, std::size_t pages, std::size_t alignment) n
       return false;
     }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(q) >> kHeapPageShift;
   if (!g_page_map.ensure(first, pages)) {  // no page-map leaf: give it all back
     if (q != old) g_page_map.set_range(s->first_page(), s->pages, nullptr);
@@ -787,7 +787,7 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
   bool never_huge = false;
   {
     Unmaps unmaps;
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<Lock> lock(mutex_);
     // On huge pages: a mapping that starts on one (the kernel then backs all of
     // it but the tail with huge pages).
     ensure_thp_mode();
@@ -824,7 +824,7 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
   }
   if (s != nullptr) {
     if (grow_direct(s, pages, align)) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<Lock> lock(mutex_);
       s->reused = true;
       direct_bytes_ += s->bytes();
       ++direct_in_use_;
@@ -836,14 +836,14 @@ Span* PageHeap::map_direct(std::size_t bytes, std::size_t alignment) noexcept {
   void* memory = os_map_aligned(pages << kHeapPageShift, align);
   if (memory == nullptr) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<Lock> lock(mutex_);
       if (!drop_direct_cache()) return nullptr;
     }
     memory = os_map_aligned(pages << kHeapPageShift, align);
     if (memory == nullptr) return nullptr;
   }
   if (huge || never_huge) os_advise_huge_pages(memory, pages << kHeapPageShift, huge);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(memory) >> kHeapPageShift;
   s = g_page_map.ensure(first, pages) ? g_metadata.create<Span>() : nullptr;
   if (s == nullptr) {
@@ -867,7 +867,7 @@ void PageHeap::unmap_direct_cached(Span* s) noexcept {
   const std::size_t bytes = s->bytes();
   {
     Unmaps unmaps;
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<Lock> lock(mutex_);
     const std::uint64_t now = decay_ms_ != kNoDecay ? now_ms() : 0;
     if (bytes <= direct_cache_limit_ && release_threshold_ != 0) {
       s->state = SpanState::kCached;
@@ -890,7 +890,7 @@ void PageHeap::unmap_direct_cached(Span* s) noexcept {
 
 void PageHeap::unmap_direct(Span* s) noexcept {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<Lock> lock(mutex_);
     direct_bytes_ -= s->bytes();
     --direct_in_use_;
   }
@@ -898,7 +898,7 @@ void PageHeap::unmap_direct(Span* s) noexcept {
 }
 
 PageHeapStats PageHeap::stats() const noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   PageHeapStats st;
   st.bytes_mapped = mapped_bytes_;
   st.bytes_free_resident = free_resident_pages_ << kHeapPageShift;
@@ -945,7 +945,7 @@ std::size_t PageHeap::resident_bytes() const noexcept {
 }
 
 void PageHeap::set_memory_limit(std::size_t bytes) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Lock> lock(mutex_);
   memory_limit_.store(bytes, std::memory_order_relaxed);
   next_refusal_ = 0;
 }

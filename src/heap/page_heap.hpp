@@ -39,6 +39,7 @@
 #include <mutex>
 
 #include "hugepage_filler.hpp"
+#include "mempool/detail/lock.hpp"
 #include "span.hpp"
 
 namespace mempool::detail {
@@ -251,7 +252,7 @@ class PageHeap {
   enum class LimitCheck : std::uint8_t { kBelow, kGrow, kRefuse };
   LimitCheck check_limit(std::size_t bytes, const Span* keep, Unmaps& out) noexcept;
 
-  mutable std::mutex mutex_;
+  mutable Lock mutex_;
   HugePageFiller filler_;
   bool thp_mode_set_ = false;
   bool metadata_on_huge_pages_ = false;

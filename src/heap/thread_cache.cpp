@@ -12,6 +12,7 @@
 #include "heap_profiler.hpp"
 #include "leak_check.hpp"
 #include "mempool/detail/intrusive_list.hpp"
+#include "mempool/detail/lock.hpp"
 
 namespace mempool::detail {
 
@@ -19,7 +20,7 @@ constinit thread_local ThreadCache tls_thread_cache MEMPOOL_TLS_MODEL;
 
 namespace {
 
-constinit std::mutex g_registry_mutex;
+constinit Lock g_registry_mutex;
 // A thread's budget is its share of the total, kept between kMinBudget and
 // g_max_budget: one or a few threads cache up to 8 MiB each, which programs
 // that cycle blocks of 64-256 KiB need (a window of mixed sizes ran 70 ns an
@@ -83,13 +84,13 @@ class ThreadCacheRegistry {
   using List = IntrusiveList<ThreadCache, &ThreadCache::prev_, &ThreadCache::next_>;
 
   static void add(ThreadCache* t) noexcept {
-    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    std::lock_guard<Lock> lock(g_registry_mutex);
     caches().push_front(t);
     ++g_caches;
     update_share();
   }
   static void remove(ThreadCache* t) noexcept {
-    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    std::lock_guard<Lock> lock(g_registry_mutex);
     if (t->prev_ != nullptr || caches().first() == t) {  // a member only
       caches().remove(t);
       --g_caches;
@@ -116,7 +117,7 @@ class ThreadCacheRegistry {
 };
 
 void set_thread_cache_budget(std::size_t max_per_thread, std::size_t total) noexcept {
-  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  std::lock_guard<Lock> lock(g_registry_mutex);
   g_max_budget = max_per_thread;
   g_total_budget = total;
   update_share();
@@ -364,7 +365,7 @@ void heap_free_suspect(void* p, std::size_t c) noexcept {
 }
 
 void ThreadCache::for_each(void (*f)(const ThreadCache&, void*), void* context) noexcept {
-  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  std::lock_guard<Lock> lock(g_registry_mutex);
   for (ThreadCache* t = ThreadCacheRegistry::first(); t != nullptr;
        t = ThreadCacheRegistry::next(t))
     f(*t, context);

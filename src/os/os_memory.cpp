@@ -41,11 +41,17 @@ void count_map(std::size_t bytes) noexcept {
 
 namespace detail {
 
+// The two facts below are read once and cached in atomics, not in function-local statics,
+// whose guard variables are libstdc++'s (the drop-in library links none of it). Two threads
+// that both read the first time store the same value.
 std::size_t page_size() noexcept {
-  static const std::size_t size = [] {
+  static constinit std::atomic<std::size_t> cached{0};
+  std::size_t size = cached.load(std::memory_order_relaxed);
+  if (MEMPOOL_UNLIKELY(size == 0)) {
     const long s = ::sysconf(_SC_PAGESIZE);
-    return s > 0 ? static_cast<std::size_t>(s) : std::size_t{4096};
-  }();
+    size = s > 0 ? static_cast<std::size_t>(s) : std::size_t{4096};
+    cached.store(size, std::memory_order_relaxed);
+  }
   return size;
 }
 
@@ -146,7 +152,10 @@ bool os_protect(void* p, std::size_t bytes, bool accessible) noexcept {
 SystemHugePages os_system_huge_pages() noexcept {
   // No allocation and no stdio: the heap may be malloc itself. The file reads
   // "always [madvise] never", the bracketed word being the mode.
-  static const SystemHugePages mode = [] {
+  static constinit std::atomic<int> cached{-1};
+  if (const int known = cached.load(std::memory_order_relaxed); MEMPOOL_LIKELY(known >= 0))
+    return static_cast<SystemHugePages>(known);
+  const SystemHugePages mode = [] {
     char text[128] = {};
     const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return SystemHugePages::kNever;
@@ -168,6 +177,7 @@ SystemHugePages os_system_huge_pages() noexcept {
     if (bracketed("madvise")) return SystemHugePages::kMadvise;
     return SystemHugePages::kNever;
   }();
+  cached.store(static_cast<int>(mode), std::memory_order_relaxed);
   return mode;
 }
 

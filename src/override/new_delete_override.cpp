@@ -2,23 +2,85 @@
 // general heap. The throwing forms loop on the new-handler as the standard says
 // ([new.delete.single]) and throw std::bad_alloc when there is none; the
 // nothrow forms run the same loop and answer nullptr instead.
+//
+// The drop-in library links nothing of the C++ runtime, so that a C program
+// (redis, CPython, sqlite, every process a compiler driver starts) does not load
+// libstdc++ for it (docs/architecture.md, "The drop-in library"). What the slow
+// paths need of the runtime, the new-handler, throwing std::bad_alloc and
+// catching in the nothrow forms, is referenced weakly: a C++ program has
+// libstdc++ loaded before this library is bound, and those references find it.
+// A C program that loads C++ later (a plugin through dlopen) finds the first two
+// through dlsym.
+#include <dlfcn.h>
+
 #include <cstddef>
 #include <new>
 
 #include "../heap/heap_internal.hpp"
+#include "../options.hpp"
 #include "mempool/heap.hpp"
+
+// libstdc++'s std::get_new_handler and std::__throw_bad_alloc (its stable ABI),
+// and the catch's runtime, all weak: null where libstdc++ was not loaded when
+// this library was.
+extern "C" {
+__attribute__((weak)) std::new_handler mempool_runtime_get_new_handler() noexcept
+    __asm__("_ZSt15get_new_handlerv");
+[[noreturn]] __attribute__((weak)) void mempool_runtime_throw_bad_alloc() __asm__(
+    "_ZSt17__throw_bad_allocv");
+// NOLINTBEGIN(readability-identifier-naming): the runtime's names
+__attribute__((weak)) void* __cxa_begin_catch(void*) noexcept;
+__attribute__((weak)) void __cxa_end_catch();
+// NOLINTEND(readability-identifier-naming)
+}
+// The personality routine is the compiler's own reference, made weak here.
+__asm__(".weak __gxx_personality_v0");
 
 using namespace mempool::detail;
 
 namespace {
+
+// The runtime's function `name` (libstdc++'s, else libc++'s `libcxx_name`): the weak
+// reference, else a global lookup, else libstdc++ when a library loaded it into a scope
+// of its own (dlopen without RTLD_GLOBAL).
+template <typename F>
+F runtime_function(F weak, const char* name, const char* libcxx_name) noexcept {
+  if (weak != nullptr) return weak;
+  void* f = ::dlsym(RTLD_DEFAULT, name);
+  if (f == nullptr) f = ::dlsym(RTLD_DEFAULT, libcxx_name);
+  if (void* runtime = f == nullptr ? ::dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD) : nullptr;
+      runtime != nullptr) {
+    f = ::dlsym(runtime, name);
+    ::dlclose(runtime);  // loaded by another: this only drops the reference NOLOAD took
+  }
+  return reinterpret_cast<F>(f);
+}
+
+std::new_handler current_new_handler() noexcept {
+  // libc++ keeps std::get_new_handler in namespace std as well.
+  const auto get = runtime_function(&mempool_runtime_get_new_handler, "_ZSt15get_new_handlerv",
+                                    "_ZSt15get_new_handlerv");
+  return get == nullptr ? nullptr : get();
+}
+
+[[noreturn]] MEMPOOL_NOINLINE void throw_bad_alloc() {
+  const auto raise = runtime_function(&mempool_runtime_throw_bad_alloc, "_ZSt17__throw_bad_allocv",
+                                      "_ZNSt3__117__throw_bad_allocEv");
+  if (raise != nullptr) raise();
+  // Only a program that calls operator new without a C++ runtime gets here.
+  write_stderr_line(
+      "operator new: out of memory, and no C++ runtime loaded to throw "
+      "std::bad_alloc");
+  std::abort();
+}
 
 // alignment 0: the default (16 from 16 bytes on).
 MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* new_slow(std::size_t n, std::size_t alignment) {
   for (;;) {
     void* p = alignment == 0 ? heap_allocate(n) : heap_allocate_aligned(n, alignment);
     if (MEMPOOL_LIKELY(p != nullptr)) return p;
-    const std::new_handler handler = std::get_new_handler();
-    if (handler == nullptr) throw std::bad_alloc();
+    const std::new_handler handler = current_new_handler();
+    if (handler == nullptr) throw_bad_alloc();
     handler();  // frees memory, throws, or ends the program
   }
 }

@@ -3,6 +3,7 @@
 // and frees at unload, all through whichever malloc the process has.
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,25 @@ bool library_check_and_free(char* p, std::size_t n, char fill) {
     ok = ok && p[i] == fill;
   std::free(p);
   return ok && g_names.size() == 64;
+}
+
+// operator new of n bytes (too many) with a new-handler that gives up on its third
+// call: the number of calls, or -1 if std::bad_alloc did not come after them. A C
+// program that loads this library loads the C++ runtime only then, after the drop-in
+// library was bound (tests/override/c_program_test.c).
+int library_new_fails_after_handler(std::size_t n) {
+  static int calls = 0;
+  calls = 0;
+  std::set_new_handler([] {
+    if (++calls == 3) std::set_new_handler(nullptr);
+  });
+  try {
+    void* p = ::operator new(n);
+    ::operator delete(p);
+    return -1;
+  } catch (const std::bad_alloc&) {
+    return calls;
+  }
 }
 
 }  // extern "C"

@@ -1,10 +1,17 @@
-// A small mutex on a futex (Drepper's three-state lock, through C++20
-// atomic wait/notify): uncontended lock and unlock are one atomic each, a waiter
-// sleeps in the kernel instead of spinning. The heap's central cache uses one per
-// size class. ThreadSanitizer sees it as atomics with acquire/release order, so
-// it still checks everything the lock protects, but does not count it against
-// its 64 locks held at once: fork() holds every one of them.
+// A small mutex on a futex (Drepper's three-state lock): uncontended lock and
+// unlock are one atomic each, a waiter sleeps in the kernel instead of spinning.
+// Every lock of the heap is one (the central cache has one per size class).
+// ThreadSanitizer sees it as atomics with acquire/release order, so it still
+// checks everything the lock protects, but does not count it against its 64
+// locks held at once: fork() holds every one of them. The futex is called
+// directly, not through std::mutex or C++20 atomic wait (both reach libstdc++
+// for their error paths): the drop-in library needs nothing but libc
+// (docs/architecture.md, "The drop-in library").
 #pragma once
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -33,7 +40,8 @@ class Lock {
   }
 
   MEMPOOL_ALWAYS_INLINE void unlock() noexcept {
-    if (state_.exchange(kUnlocked, std::memory_order_release) == kWaiters) state_.notify_one();
+    if (state_.exchange(kUnlocked, std::memory_order_release) == kWaiters)
+      futex(FUTEX_WAKE_PRIVATE);
   }
 
  private:
@@ -54,7 +62,14 @@ class Lock {
         return;
     }
     while (state_.exchange(kWaiters, std::memory_order_acquire) != kUnlocked)
-      state_.wait(kWaiters, std::memory_order_relaxed);
+      futex(FUTEX_WAIT_PRIVATE);  // returns at once if the state is no longer kWaiters
+  }
+
+  // FUTEX_WAIT sleeps while the state is kWaiters; FUTEX_WAKE wakes one sleeper.
+  MEMPOOL_NOINLINE void futex(int op) noexcept {
+    static_assert(sizeof(std::atomic<int>) == sizeof(int));
+    ::syscall(SYS_futex, reinterpret_cast<int*>(&state_), op,
+              op == FUTEX_WAKE_PRIVATE ? 1 : kWaiters, nullptr, nullptr, 0);
   }
 
   std::atomic<int> state_{kUnlocked};
