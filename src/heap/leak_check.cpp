@@ -809,7 +809,9 @@ bool symbolize(const Scratch<Leak>& leaks, Names& names) noexcept {
         names.text.append(" ");
         std::free(demangled);  // NOLINT(cppcoreguidelines-no-malloc): __cxa_demangle's
       }
-      names.text.appendf("(%s+%#" PRIxPTR ")", names.paths.at(object), f.pc - f.bias);
+      names.text.append("(");
+      names.text.append(names.paths.at(object));  // a path may be longer than appendf's line
+      names.text.appendf("+%#" PRIxPTR ")", f.pc - f.bias);
       f.name = names.text.end_string(begin);
     }
   }
