@@ -15,7 +15,8 @@ set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 set(CPACK_COMPONENTS_ALL runtime malloc dev)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-# Depends from the libraries' own needs (dpkg-shlibdeps: libc6, libstdc++6, libgcc-s1);
+# Depends from the libraries' own needs (dpkg-shlibdeps: libmempool0 libc6, libstdc++6,
+# libgcc-s1; libmempool-malloc0 libc6 alone, docs/architecture.md "Nothing but libc");
 # a shlibs file so that packages built against ours depend on it in turn. With the
 # libraries under /usr/lib, CPack's postinst and postrm run ldconfig.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
