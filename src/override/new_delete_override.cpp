@@ -87,6 +87,11 @@ MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* new_slow(std::size_t n, std::siz
 
 MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* new_nothrow_slow(std::size_t n,
                                                                  std::size_t alignment) noexcept {
+  // No catch runtime bound (C++ came later, through dlopen): the try below could not
+  // stop what a new-handler throws, so the handler is not called and the answer is
+  // nullptr, as when it gives up.
+  if (&__cxa_begin_catch == nullptr)
+    return alignment == 0 ? heap_allocate(n) : heap_allocate_aligned(n, alignment);
   try {
     return new_slow(n, alignment);
   } catch (...) {

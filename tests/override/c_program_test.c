@@ -1,7 +1,8 @@
 /* A C program under the drop-in library (LD_PRELOAD): the library must not bring
  * the C++ runtime into it (docs/architecture.md, "The drop-in library"), and
  * operator new must still work when a C++ library is loaded later with dlopen,
- * its new-handler and std::bad_alloc included, reached only through dlsym.
+ * its new-handler and std::bad_alloc included, reached only through dlsym, and
+ * the nothrow form must answer nullptr.
  * argv[1]: the C++ library (tests/override/dlopen_library.cpp). */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -56,6 +57,12 @@ int main(int argc, char** argv) {
     fprintf(stderr, "c_program_test: operator new ran the new-handler %d times, want 3\n", calls);
     return 1;
   }
+  /* The nothrow form, whose handler throws: nullptr, and nothing escapes (the catch
+   * runtime was bound to nothing when the drop-in loaded, so the handler is not run). */
+  int (*nothrow_new)(size_t) =
+      (int (*)(size_t))dlsym(lib, "library_nothrow_new_with_throwing_handler");
+  if (nothrow_new == NULL || nothrow_new(SIZE_MAX / 2) != 1)
+    return fail("operator new(nothrow) did not answer nullptr");
   puts("c program ok");
   return 0;
 }

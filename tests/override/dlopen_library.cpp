@@ -55,4 +55,14 @@ int library_new_fails_after_handler(std::size_t n) {
   }
 }
 
+// operator new(n, std::nothrow) of n bytes (too many) with a new-handler that throws:
+// 1 for the nullptr answer, 0 for a block. Nothing may escape.
+int library_nothrow_new_with_throwing_handler(std::size_t n) {
+  std::set_new_handler([] { throw std::bad_alloc(); });
+  void* p = ::operator new(n, std::nothrow);
+  std::set_new_handler(nullptr);
+  ::operator delete(p);
+  return p == nullptr ? 1 : 0;
+}
+
 }  // extern "C"
