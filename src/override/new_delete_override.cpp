@@ -10,7 +10,7 @@
 // catching in the nothrow forms, is referenced weakly: a C++ program has
 // libstdc++ loaded before this library is bound, and those references find it.
 // A C program that loads C++ later (a plugin through dlopen) finds the first two
-// through dlsym.
+// through dlsym, and its nothrow forms answer nullptr without the new-handler.
 #include <dlfcn.h>
 
 #include <cstddef>
