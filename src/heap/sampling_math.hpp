@@ -2,7 +2,7 @@
 // the next sample's distance, -ln(u) x R, and a sample's weight, 1 / (1 - e^(-n/R))),
 // written here so that the drop-in library needs nothing but libc: libm alone is
 // 320 KiB resident in every process that preloads it (docs/architecture.md, "The
-// drop-in library"). Both agree with glibc's to about one part in 10^15 over the
+// drop-in library"). Both agree with glibc's to within one part in 10^14 over the
 // arguments the profiler passes (tests/heap_tiers/sampling_math_test.cpp).
 #pragma once
 
