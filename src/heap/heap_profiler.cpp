@@ -45,6 +45,7 @@
 #include <string_view>
 
 #include "../options.hpp"
+#include "../os/write_all.hpp"
 #include "heap_internal.hpp"
 #include "heap_profiler.hpp"
 #include "leak_check.hpp"
@@ -247,15 +248,7 @@ class ProfileWriter {
         static_cast<std::size_t>(n) < sizeof line ? static_cast<std::size_t>(n) : sizeof line - 1);
   }
   bool flush() noexcept {
-    for (std::size_t done = 0; done < used_;) {
-      const ssize_t w = ::write(fd_, buffer_ + done, used_ - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        ok_ = false;
-        break;
-      }
-      done += static_cast<std::size_t>(w);
-    }
+    if (!write_all(fd_, buffer_, used_)) ok_ = false;
     used_ = 0;
     return ok_;
   }

@@ -52,6 +52,7 @@
 #include <mutex>
 
 #include "../options.hpp"
+#include "../os/write_all.hpp"
 #include "central_cache.hpp"
 #include "heap_profiler.hpp"
 #include "mempool/detail/lock.hpp"
@@ -586,19 +587,12 @@ class Text {
   std::size_t capacity_ = 0;
 };
 
-void write_all(int fd, const char* text, std::size_t size) noexcept {
-  for (std::size_t done = 0; done < size;) {
-    const ssize_t w = ::write(fd, text + done, size - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    done += static_cast<std::size_t>(w);
-  }
-}
+// The report is best effort: a descriptor that refuses it loses it (nothing to tell).
 void write_all(int fd, const char* text) noexcept {
-  write_all(fd, text, std::strlen(text));
+  detail::write_all(fd, text, std::strlen(text));
 }
 void write_all(int fd, const Text& text) noexcept {
-  write_all(fd, text.at(0), text.size());
+  detail::write_all(fd, text.at(0), text.size());
 }
 
 // The whole of descriptor fd, appended to out.

@@ -366,6 +366,33 @@ TEST(HeapProfiler, PeakProfileHoldsTheHeapAtItsHighest) {
   IN_FRESH_PROCESS(peak_child());
 }
 
+// A profile the file refuses is a failed dump with the file's errno, not a short file
+// reported written: /dev/full refuses every write with ENOSPC.
+[[noreturn]] void full_device_child() {
+  ::setenv("MEMPOOL_PROFILE_RATE", kTestRate, 1);  // NOLINT(concurrency-mt-unsafe): one thread
+  std::vector<void*> small;
+  profiled_small_blocks(small, 4 * kMiB);
+  errno = 0;
+  CHILD_CHECK(!mempool::profile_dump("/dev/full"), "profile_dump to /dev/full succeeded");
+  CHILD_CHECK(errno == ENOSPC, "profile_dump to /dev/full: errno %d", errno);
+  const int peak = mp_profile_dump_peak("/dev/full");
+  CHILD_CHECK(peak == ENOSPC, "mp_profile_dump_peak to /dev/full: %d", peak);
+  // And the profiler still writes where it can.
+  const std::string path = profile_path("after_full");
+  CHILD_CHECK(mempool::profile_dump(path.c_str()), "profile_dump: errno %d", errno);
+  const Profile p = read_profile(path);
+  ::unlink(path.c_str());
+  CHILD_CHECK(p.ok && p.has_maps, "the profile does not parse");
+  for (void* q : small)
+    mp_free(q);
+  ::_exit(0);
+}
+
+TEST(HeapProfiler, DumpToAFullDeviceFails) {
+  if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no writable /dev/full here";
+  IN_FRESH_PROCESS(full_device_child());
+}
+
 TEST(HeapProfiler, ThreadsCrossThreadFreesAndFork) {
   IN_FRESH_PROCESS(threads_and_fork_child());
 }
