@@ -270,16 +270,13 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
     heap_free_list_corrupted(b);
   }
   t.heads[c] = next;
-  // The next allocation's load of `next`'s link is a chain that waits on this one; a
-  // list of blocks freed long ago (a container destroyed, then built again) misses on
-  // every link. Fetched now, the line arrives while the program uses this block
-  // (tcmalloc's pop does the same). Unguarded: prefetching nullptr (an emptied list)
-  // does not fault, and costs nothing measurable on AMD EPYC family 26 model 2 (a
-  // loop of them: 0.92 ns an iteration against 0.92 for a mapped address).
-  // mempool-bench micro there (5 rounds): Churn 4.23 [4.14-4.28] -> 3.94 [3.88-4.15] ns a
-  // pair, Bulk 5.11 [5.05-5.26] -> 5.00 [4.95-5.08] (docs/performance.md, "The next block
-  // prefetched").
-  __builtin_prefetch(next);
+  // No prefetch of `next` (`3d75807` had one, as tcmalloc's pop): where the pop empties
+  // the list, `next` is nullptr, and a prefetch of page 0 is a page walk that finds
+  // nothing, again on every call (a 2-D walk under a hypervisor). A block of 576 B to
+  // 4 KiB allocated and freed in a loop, one on the list, took 9.5 ns a pair instead of
+  // 5.8-6.0 (AMD EPYC family 26 model 2, KVM); guarded, or removed, the other rows of
+  // compare, micro and tree were as fast or faster without it (docs/performance.md,
+  // "The prefetch of nullptr").
   if constexpr (kHandOut) {
     heap_hand_out(b);
   } else {
