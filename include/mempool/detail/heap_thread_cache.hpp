@@ -270,13 +270,17 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
     heap_free_list_corrupted(b);
   }
   t.heads[c] = next;
-  // No prefetch of `next` (`3d75807` had one, as tcmalloc's pop): where the pop empties
-  // the list, `next` is nullptr, and a prefetch of page 0 is a page walk that finds
-  // nothing, again on every call (a 2-D walk under a hypervisor). A block of 576 B to
-  // 4 KiB allocated and freed in a loop, one on the list, took 9.5 ns a pair instead of
-  // 5.8-6.0 (AMD EPYC family 26 model 2, KVM); guarded, or removed, the other rows of
-  // compare, micro and tree were as fast or faster without it (docs/performance.md,
-  // "The prefetch of nullptr").
+  // The next allocation's load of `next`'s link is a chain that waits on this one; a
+  // list of blocks freed long ago, or by another thread (a container destroyed and built
+  // again, a consumer's frees), misses on every link. Fetched now, the line arrives while
+  // the program uses this block (tcmalloc's pop does the same). But never nullptr: where
+  // the pop empties the list (a loop of one block over 512 B, whose refills take one), a
+  // prefetch of page 0 is a page walk that finds nothing, again on every call (a 2-D walk
+  // under a hypervisor): 9.1-9.5 ns a pair against 5.8-6.3 with the block handed out in
+  // its place (AMD EPYC family 26 model 2, KVM; a `test` and a `cmov`). Without any
+  // prefetch, xmalloc and handoff ran 1.2x slower in one set of the suite, level in
+  // another (docs/performance.md, "The prefetch of nullptr").
+  __builtin_prefetch(next != nullptr ? next : b);
   if constexpr (kHandOut) {
     heap_hand_out(b);
   } else {
