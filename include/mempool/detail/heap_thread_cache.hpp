@@ -276,7 +276,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   // the program uses this block (tcmalloc's pop does the same). But never nullptr: where
   // the pop empties the list (a loop of one block over 512 B, whose refills take one), a
   // prefetch of page 0 is a page walk that finds nothing, again on every call (a 2-D walk
-  // under a hypervisor): 9.1-9.5 ns a pair against 5.8-6.3 with the block handed out in
+  // under a hypervisor): 9.1-9.5 ns a pair against 5.8-7.3 with the block handed out in
   // its place (AMD EPYC family 26 model 2, KVM; a `test` and a `cmov`). Without any
   // prefetch, xmalloc and handoff ran 1.2x slower in one set of the suite, level in
   // another (docs/performance.md, "The prefetch of nullptr").
