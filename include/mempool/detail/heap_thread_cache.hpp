@@ -274,10 +274,10 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
   // list of blocks freed long ago, or by another thread (a container destroyed and built
   // again, a consumer's frees), misses on every link. Fetched now, the line arrives while
   // the program uses this block (tcmalloc's pop does the same). But never nullptr: where
-  // the pop empties the list (a loop of one block over 512 B, whose refills take one), a
-  // prefetch of page 0 is a page walk that finds nothing, again on every call (a 2-D walk
-  // under a hypervisor): 9.1-9.5 ns a pair against 5.8-7.3 with the block handed out in
-  // its place (AMD EPYC family 26 model 2, KVM; a `test` and a `cmov`). Without any
+  // the pop empties the list (a loop of one block over 512 B, whose refills take one),
+  // prefetching page 0 cost 9.1-9.5 ns a pair against 5.8-7.3 with the block handed out
+  // in its place (AMD EPYC family 26 model 2, KVM; a `test` and a `cmov`): likely a page
+  // walk that finds no page, again on every call (no counters here to show it). Without any
   // prefetch, xmalloc and handoff ran 1.2x slower in one set of the suite, level in
   // another (docs/performance.md, "The prefetch of nullptr").
   __builtin_prefetch(next != nullptr ? next : b);
