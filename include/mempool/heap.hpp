@@ -73,9 +73,10 @@ MEMPOOL_API void deallocate(void* p) noexcept;
 // from an aligned allocate must be freed with its alignment (the three-argument
 // form), or without a size: deallocate(p, n) would name the wrong class.
 MEMPOOL_ALWAYS_INLINE void deallocate(void* p, std::size_t n) noexcept {
+  detail::ThreadCache& t = detail::this_thread_cache();
   if (detail::heap_constant_small_size(n) &&
-      MEMPOOL_LIKELY(n <= detail::tls_thread_cache.sized_free_max && p != nullptr)) {
-    detail::heap_free_to_cache(p, detail::heap_class_of(n));
+      MEMPOOL_LIKELY(n <= t.sized_free_max && p != nullptr)) {
+    detail::heap_free_to_cache(t, p, detail::heap_class_of(n));
     return;
   }
   detail::heap_deallocate_sized(p, n);

@@ -129,7 +129,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_class(std::size_t c) noexcept {
 // the key the pop loaded, where asking the page map would be a dozen instructions.
 MEMPOOL_ALWAYS_INLINE void* hardened_hand_out(void* p, std::size_t c, std::size_t n) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
-  if (MEMPOOL_LIKELY(b->word_at(kHeapFreeMarkOffset) == tls_thread_cache.link_key)) {
+  if (MEMPOOL_LIKELY(b->word_at(kHeapFreeMarkOffset) == this_thread_cache().link_key)) {
     b->clear_word_at(kHeapFreeMarkOffset);
     return p;
   }
@@ -164,7 +164,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_allocate_uncounted(std::size_t n) noexcept {
   return heap_allocate_slow(n);
 }
 MEMPOOL_ALWAYS_INLINE void* heap_allocate(std::size_t n) noexcept {
-  if (MEMPOOL_UNLIKELY(heap_sample_due(tls_thread_cache, n))) return heap_allocate_sampled(n, 0);
+  if (MEMPOOL_UNLIKELY(heap_sample_due(this_thread_cache(), n))) return heap_allocate_sampled(n, 0);
   return heap_allocate_uncounted(n);
 }
 
@@ -276,7 +276,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_realloc_small_move(void* p, std::size_t size, S
     // last, by a call that needs nothing kept. Only where no other thread can take p
     // before that copy ends: the push does not flush (room left) and p is not suspect
     // (no mark: the usual order looks for a double free).
-    ThreadCache& t = tls_thread_cache;
+    ThreadCache& t = this_thread_cache();
     auto* b = static_cast<FreeBlock*>(p);
     if (MEMPOOL_LIKELY(t.room(c) > 0 &&
                        b->byte_at(kHeapFreeMarkOffset) != static_cast<std::uint8_t>(t.key()))) {
@@ -329,7 +329,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_realloc(void* p, std::size_t size) noexcept {
       // the move's free looks for it and names a double free.
       const auto* b = static_cast<const FreeBlock*>(p);
       if (MEMPOOL_LIKELY(b->byte_at(kHeapFreeMarkOffset) !=
-                         static_cast<std::uint8_t>(tls_thread_cache.key())))
+                         static_cast<std::uint8_t>(this_thread_cache().key())))
         return heap_realloc_kept(p, size);
       const std::size_t to = heap_class_of(size);
       if (to == c) return heap_realloc_kept(p, size);
@@ -347,8 +347,9 @@ MEMPOOL_ALWAYS_INLINE void heap_free_sized(void* p, std::size_t n) noexcept {
   } else if constexpr (kHardened) {
     hardened_free_sized(p, n);
   } else {
-    if (MEMPOOL_LIKELY(n <= tls_thread_cache.sized_free_max && p != nullptr)) {
-      heap_free_to_cache(p, heap_class_of(n));
+    ThreadCache& t = this_thread_cache();
+    if (MEMPOOL_LIKELY(n <= t.sized_free_max && p != nullptr)) {
+      heap_free_to_cache(t, p, heap_class_of(n));
       return;
     }
     heap_free(p);
