@@ -204,18 +204,23 @@ class MEMPOOL_API ThreadCache {
 // included: one %fs-relative access, no __tls_get_addr call.
 MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_TLS_MODEL;
 
-// The calling thread's cache as a plain pointer (the thread pointer, %fs:0, plus the
-// variable's offset), which the hit paths address the lists through. Left to itself
-// GCC puts a %fs: prefix on every access to the lists, and on Intel that was the stall
-// of issue 27: on a Xeon of family 6 model 207, malloc(16), a one-byte write and free
-// took 9.0 ns with the prefix and 6.7 without it, tcmalloc 7.1 (docs/performance.md,
-// "On Intel"). One instruction a call more (the add of %fs:0), off the chain of loads
-// and stores that bounds a malloc/free loop. The empty asm hides where t points, so
-// that the compiler cannot fold the offset back into %fs-relative addresses.
+// The calling thread's cache, which the hit paths address the lists through. By
+// default GCC puts a %fs: prefix on every access to them; with MEMPOOL_TLS_POINTER=1 the
+// cache's address is taken once (%fs:0 plus the variable's offset) and hidden from the
+// compiler by an empty asm, so that it cannot fold it back into %fs:-relative
+// addresses. Which is faster depends on the core (docs/performance.md, "On Intel"):
+// malloc(16), a one-byte write and free took 9.0 ns with the prefix and 6.7 without it
+// on an Intel Xeon of family 6 model 207 (tcmalloc 7.1), but mempool-bench compare's
+// 4-byte pair 5.66 with it and 6.12 without on an AMD EPYC of family 26 model 2. The
+// pointer costs one or two instructions a call.
 MEMPOOL_ALWAYS_INLINE ThreadCache& this_thread_cache() noexcept {
+#if defined(MEMPOOL_TLS_POINTER) && MEMPOOL_TLS_POINTER
   ThreadCache* t = &tls_thread_cache;
   __asm__("" : "+r"(t));
   return *t;
+#else
+  return tls_thread_cache;
+#endif
 }
 
 // Checked builds: marks a block handed out (src/heap/heap.cpp).
