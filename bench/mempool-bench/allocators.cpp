@@ -51,6 +51,16 @@ const std::vector<AllocatorInfo>& all_allocators() {
        "(this build)",
        "mempool as malloc, hardened (docs/options.md): only when asked for by --allocators",
        false},
+      // The hit paths through the thread cache's address, not a %fs: prefix: faster on
+      // the Intel Xeon measured, slower on the AMD EPYC (docs/options.md,
+      // MEMPOOL_TLS_POINTER). Run both on a new CPU to choose.
+      {"mempool-tls-pointer",
+       true,
+       {"libmempool-malloc-tls-pointer.so"},
+       "(this build)",
+       "mempool as malloc, its thread cache through a pointer "
+       "(libmempool-malloc-tls-pointer.so, docs/options.md): only when asked for by --allocators",
+       false},
       {"mempool-heap", false, {}, "", "mempool::allocate / deallocate, in process"},
       {"object-pool", false, {}, "", "mempool::FixedPool (one thread, one size), in process"},
       {"bitmap-pool", false, {}, "", "mempool::BitmapPool (one size, fixed capacity), in process"},

@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
   app.add_option("dir", o.report_dir, "report: the folder of saved results");
   app.add_option("--allocators", o.allocators,
                  "comma-separated (default: every one installed but mempool-hardened, "
-                 "mempool-profile, jemalloc-thp and mempool-thp-never, which run where a "
-                 "workload asks: bigheap, redis-bigheap)")
+                 "mempool-tls-pointer, mempool-profile, jemalloc-thp and mempool-thp-never, which "
+                 "run where a workload asks: bigheap, redis-bigheap)")
       ->delimiter(',')
       ->check(CLI::IsMember(allocator_names()));
   app.add_option("--threads", o.threads, "comma-separated thread counts (default 1)")

@@ -573,7 +573,7 @@ class ConsoleTable(unittest.TestCase):
     the console, and its numbers are the runs' medians."""
 
     ALL = ["glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
-           "mempool-profile", "jemalloc-thp", "mempool-thp-never", "object-pool",
+           "mempool-tls-pointer", "mempool-profile", "jemalloc-thp", "mempool-thp-never", "object-pool",
            "size-class-pool", "bitmap-pool", "std-pmr", "mempool-heap"]
 
     def test_every_allocator_within_the_console_width(self):
@@ -591,7 +591,7 @@ class ConsoleTable(unittest.TestCase):
             for t in tables:
                 self.assertEqual(t["columns"][0], "glibc")
                 self.assertEqual(t["reference"], "glibc")
-            # The nine mempool and malloc configurations do not fit in one block: the
+            # The ten mempool and malloc configurations do not fit in one block: the
             # case column is repeated before each block of columns.
             present = {x["allocator"] for x in records}
             if len(present - IN_PROCESS) > 6:
@@ -685,17 +685,19 @@ class Command(unittest.TestCase):
             self.assertIn("glibc", names)
             self.assertIn("mempool", names)
             self.assertFalse(names & {"mempool-heap", "object-pool", "std-pmr"}, names)
-            # The hardened library runs only when asked for (it is not a peer).
-            self.assertNotIn("mempool-hardened", names)
+            # mempool's other drop-ins run only when asked for (they are not peers).
+            self.assertFalse(names & {"mempool-hardened", "mempool-tls-pointer"}, names)
 
-    def test_the_hardened_library_when_asked_for(self):
-        with tempfile.TemporaryDirectory() as d:
-            r = run("run", "--allocators=mempool-hardened", "--repeat=1", "--out", d, "--",
-                    "/usr/bin/python3", "-c", "print(len([str(i) for i in range(10000)]))")
-            self.assertEqual(r.returncode, 0, r.stderr)
-            records = read_records(d)
-            self.assertEqual([x["allocator"] for x in records], ["mempool-hardened"])
-            self.assertIn("libmempool-malloc-hardened.so", records[0]["malloc_from"])
+    def test_the_other_drop_ins_when_asked_for(self):
+        for allocator, library in [("mempool-hardened", "libmempool-malloc-hardened.so"),
+                                   ("mempool-tls-pointer", "libmempool-malloc-tls-pointer.so")]:
+            with self.subTest(allocator=allocator), tempfile.TemporaryDirectory() as d:
+                r = run("run", f"--allocators={allocator}", "--repeat=1", "--out", d, "--",
+                        "/usr/bin/python3", "-c", "print(len([str(i) for i in range(10000)]))")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                records = read_records(d)
+                self.assertEqual([x["allocator"] for x in records], [allocator])
+                self.assertIn(library, records[0]["malloc_from"])
 
     def test_a_failing_command_is_a_failure_not_a_number(self):
         with tempfile.TemporaryDirectory() as d:

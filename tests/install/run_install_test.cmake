@@ -118,3 +118,14 @@ if(HARDENED)
          ${CMAKE_COMMAND} -E env MEMPOOL_VERBOSE=1
          LD_PRELOAD=${libdir}/libmempool-malloc-hardened.so.${major} ${WORK_DIR}/build/consumer)
 endif()
+# The drop-in whose thread cache is reached through a pointer, where it is built
+# (TLS_POINTER_DROP_IN: optimized builds whose own drop-in has the %fs: prefix).
+if(TLS_POINTER_DROP_IN)
+  expect("SONAME of libmempool-malloc-tls-pointer"
+         "SONAME +libmempool-malloc-tls-pointer\\.so\\.${major}\n"
+         ${OBJDUMP} -p ${libdir}/libmempool-malloc-tls-pointer.so.${VERSION})
+  expect("consumer under the TLS-pointer LD_PRELOAD"
+         "active as malloc and operator new in this process \\(TLS pointer\\).*malloc-is-mempool 1"
+         ${CMAKE_COMMAND} -E env MEMPOOL_VERBOSE=1
+         LD_PRELOAD=${libdir}/libmempool-malloc-tls-pointer.so.${major} ${WORK_DIR}/build/consumer)
+endif()

@@ -5,12 +5,9 @@
 # (src/heap/page_map.hpp), which made the library file 1 MiB larger and, once the root
 # was read, 612 KiB of it resident in a program that allocated one block. Zero-filled
 # objects belong in .bss, where a page that is only read is the kernel's zero page.
+include(${CMAKE_CURRENT_LIST_DIR}/read_tool.cmake)
 foreach(lib IN LISTS LIBRARIES)
-  execute_process(COMMAND ${READELF} -SW ${lib}
-    RESULT_VARIABLE rc OUTPUT_VARIABLE sections ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${READELF} -S ${lib} failed: ${err}")
-  endif()
+  read_tool(sections ${READELF} -SW ${lib})
   # "[nn] .data PROGBITS address offset size ..."
   if(NOT sections MATCHES "\\] \\.data +PROGBITS +[0-9a-f]+ [0-9a-f]+ ([0-9a-f]+)")
     message(STATUS "${lib}: no .data")

@@ -5,12 +5,9 @@
 # anywhere in its code, no dynamic-TLS relocation, the STATIC_TLS flag set, and a
 # static TLS block small enough for dlopen() to find room for it in glibc's surplus
 # (docs/architecture.md, "Packaging").
+include(${CMAKE_CURRENT_LIST_DIR}/read_tool.cmake)
 foreach(lib IN LISTS LIBRARIES)
-  execute_process(COMMAND ${OBJDUMP} -d --no-show-raw-insn ${lib}
-    RESULT_VARIABLE rc OUTPUT_VARIABLE code ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${OBJDUMP} -d ${lib} failed: ${err}")
-  endif()
+  read_tool(code ${OBJDUMP} -d --no-show-raw-insn ${lib})
   # The functions that call it: "<name>:" headers followed by a line naming it.
   if(code MATCHES "__tls_get_addr")
     set(callers "")

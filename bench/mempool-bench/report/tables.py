@@ -19,6 +19,7 @@ EXTRA_METRICS = {
 EXPECTED_MALLOC_FROM = {
     "glibc": "libc.so", "mimalloc": "mimalloc", "jemalloc": "jemalloc",
     "tcmalloc": "tcmalloc", "mempool": "mempool", "mempool-hardened": "mempool-malloc-hardened",
+    "mempool-tls-pointer": "mempool-malloc-tls-pointer",
     "jemalloc-thp": "jemalloc", "mempool-thp-never": "mempool-malloc.so",
 }
 

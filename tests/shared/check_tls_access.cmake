@@ -1,0 +1,47 @@
+# cmake -DOBJDUMP=... "-DLIBRARIES=lib1=prefix;lib2=pointer" -P check_tls_access.cmake
+#
+# How the drop-ins' entry points reach the thread cache (MEMPOOL_TLS_POINTER,
+# include/mempool/detail/heap_thread_cache.hpp): `prefix`, the default, puts %fs: on the
+# list accesses themselves (%fs:(%rax,%rsi,8)); `pointer` takes the thread pointer once
+# (%fs:0x0) and addresses the cache through a register, so that no access to a
+# thread-local carries the prefix. The prefix was 2 ns a pair slower on an Intel Xeon and
+# the pointer 8-11% slower on an AMD EPYC (docs/performance.md, "On Intel"): the package
+# ships both, and this fails when one of them is built the other way (the option lost on
+# its way to the variant's objects, or the compiler folding the address back).
+include(${CMAKE_CURRENT_LIST_DIR}/read_tool.cmake)
+set(functions malloc free _Znwm _ZdlPv)
+list(JOIN functions ", " function_names)
+foreach(entry IN LISTS LIBRARIES)
+  string(REGEX MATCH "^(.*)=(prefix|pointer)$" matched "${entry}")
+  if(NOT matched)
+    message(FATAL_ERROR "LIBRARIES entry '${entry}': expected PATH=prefix or PATH=pointer")
+  endif()
+  set(lib "${CMAKE_MATCH_1}")
+  set(mode "${CMAKE_MATCH_2}")
+  set(prefixed "")
+  foreach(function IN LISTS functions)
+    read_tool(code ${OBJDUMP} -d --no-show-raw-insn --disassemble=${function} ${lib})
+    if(NOT code MATCHES "<${function}>:")
+      message(FATAL_ERROR "${lib}: no function ${function} to read")
+    endif()
+    string(REPLACE "\n" ";" lines "${code}")
+    foreach(line IN LISTS lines)
+      # %fs:0x0 is the thread pointer itself (the pointer form's base) and %fs:0x28 the
+      # stack protector's canary; any other %fs: operand is an access to a thread-local.
+      if(line MATCHES "%fs:" AND NOT line MATCHES "%fs:0x(0|28)(,|$)")
+        string(STRIP "${line}" line)
+        list(APPEND prefixed "${function}: ${line}")
+      endif()
+    endforeach()
+  endforeach()
+  list(LENGTH prefixed n)
+  list(JOIN prefixed "\n  " shown)
+  if(mode STREQUAL "pointer" AND n GREATER 0)
+    message(FATAL_ERROR "${lib} should reach the thread cache through a pointer, but has "
+      "${n} %fs:-prefixed accesses:\n  ${shown}")
+  elseif(mode STREQUAL "prefix" AND n EQUAL 0)
+    message(FATAL_ERROR "${lib} should put %fs: on its thread-cache accesses (the default "
+      "build), but has none in ${function_names}")
+  endif()
+  message(STATUS "${lib}: ${mode}, ${n} %fs:-prefixed accesses in ${function_names}")
+endforeach()
