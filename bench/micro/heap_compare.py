@@ -7,8 +7,9 @@
 
 Runs BUILD/heap_benchmark (malloc/free: glibc as it is, each peer through
 LD_PRELOAD) and BUILD/heap_benchmark_mempool (mempool::allocate/deallocate; the
-allocator "mempool-c" runs it with --api c: mp_malloc/mp_free; "mempool-malloc-hardened",
-only when named, preloads the hardened drop-in), one process per measurement. Repetitions are interleaved: every workload x every allocator once,
+allocator "mempool-c" runs it with --api c: mp_malloc/mp_free; "mempool-malloc-hardened"
+and "mempool-malloc-tls-pointer", only when named, preload the hardened drop-in and the
+one built with MEMPOOL_TLS_POINTER), one process per measurement. Repetitions are interleaved: every workload x every allocator once,
 then again, R times (default 5; --quick: 3, with a tenth of the operations), so
 a burst of load elsewhere hits one repetition of everything rather than every
 repetition of one allocator. A peer whose library is not installed is skipped
@@ -63,14 +64,20 @@ PEERS = {
 }
 BASELINE = "glibc"
 ALL_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-c",
-                  "mempool-malloc", "mempool-malloc-hardened"]
+                  "mempool-malloc", "mempool-malloc-hardened", "mempool-malloc-tls-pointer"]
 DEFAULT_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-malloc"]
 # mempool-malloc: the drop-in libmempool-malloc.so preloaded into the same binary
 # as the peers (from the folder above --build).
 MEMPOOL = ("mempool", "mempool-c", "mempool-malloc")
-DROP_IN = "libmempool-malloc.so"
-# mempool-malloc-hardened (not by default): the hardened drop-in, for its costs; no targets.
-DROP_IN_HARDENED = "libmempool-malloc-hardened.so"
+# The drop-ins, from the folder above --build: (file, CMake target). Not by default: the
+# hardened one, for its costs, and the TLS-pointer one (docs/options.md), for the CPUs
+# where it is the faster; no targets for either.
+DROP_INS = {
+    "mempool-malloc": ("libmempool-malloc.so", "mempool_malloc"),
+    "mempool-malloc-hardened": ("libmempool-malloc-hardened.so", "mempool_malloc_hardened"),
+    "mempool-malloc-tls-pointer": ("libmempool-malloc-tls-pointer.so",
+                                   "mempool_malloc_tls_pointer"),
+}
 
 # (key, workload argument, threads, ops in a full run)
 WORKLOADS = [
@@ -170,12 +177,10 @@ def discover(build, wanted):
                              f"(Debian: apt-get install {package})")
                 continue
             allocators.append(Allocator(name, plain, preload=lib))
-        elif name in ("mempool-malloc", "mempool-malloc-hardened"):
-            hardened = name == "mempool-malloc-hardened"
-            lib = os.path.normpath(os.path.join(build, "..", DROP_IN_HARDENED if hardened
-                                                else DROP_IN))
+        elif name in DROP_INS:
+            file, target = DROP_INS[name]
+            lib = os.path.normpath(os.path.join(build, "..", file))
             if not os.path.exists(lib):
-                target = "mempool_malloc_hardened" if hardened else "mempool_malloc"
                 notes.append(f"{name}: skipped, {lib} not built (target {target})")
                 continue
             allocators.append(Allocator(name, plain, preload=lib))
