@@ -208,11 +208,13 @@ MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_T
 // default GCC puts a %fs: prefix on every access to them; with MEMPOOL_TLS_POINTER=1 the
 // cache's address is taken once (%fs:0 plus the variable's offset) and hidden from the
 // compiler by an empty asm, so that it cannot fold it back into %fs:-relative
-// addresses. Which is faster depends on the core (docs/performance.md, "On Intel"):
-// malloc(16), a one-byte write and free took 9.0 ns with the prefix and 6.7 without it
-// on an Intel Xeon of family 6 model 207 (tcmalloc 7.1), but mempool-bench compare's
-// 4-byte pair 5.66 with it and 6.12 without on an AMD EPYC of family 26 model 2. The
-// pointer costs one or two instructions a call.
+// addresses. Which is faster depends on the core (docs/performance.md, "On Intel";
+// medians [min-max] of interleaved rounds): malloc(16), a one-byte write and free took
+// 8.97 [8.47-10.62] ns with the prefix and 6.65 [6.32-9.71] without it on an Intel Xeon of
+// family 6 model 207 (tcmalloc 7.12), but mempool-bench compare's 4-byte pair 5.66
+// [5.50-5.76] with it and 6.12 [6.01-6.30] without on an AMD EPYC of family 26 model 2.
+// The pointer costs one or two instructions a call. Both are shipped: the default
+// drop-in, and libmempool-malloc-tls-pointer.so built with the option.
 MEMPOOL_ALWAYS_INLINE ThreadCache& this_thread_cache() noexcept {
 #if defined(MEMPOOL_TLS_POINTER) && MEMPOOL_TLS_POINTER
   ThreadCache* t = &tls_thread_cache;
