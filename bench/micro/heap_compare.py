@@ -9,12 +9,13 @@ Runs BUILD/heap_benchmark (malloc/free: glibc as it is, each peer through
 LD_PRELOAD) and BUILD/heap_benchmark_mempool (mempool::allocate/deallocate; the
 allocator "mempool-c" runs it with --api c: mp_malloc/mp_free; "mempool-malloc-hardened"
 and "mempool-malloc-tls-pointer", only when named, preload the hardened drop-in and the
-one built with MEMPOOL_TLS_POINTER), one process per measurement. Repetitions are interleaved: every workload x every allocator once,
-then again, R times (default 5; --quick: 3, with a tenth of the operations), so
-a burst of load elsewhere hits one repetition of everything rather than every
-repetition of one allocator. A peer whose library is not installed is skipped
-with a note (Debian: libmimalloc-dev, libjemalloc-dev, libgoogle-perftools-dev),
-and so is mempool when heap_benchmark_mempool has not been built. Every run
+one built with MEMPOOL_TLS_POINTER), one process per measurement. Repetitions are
+interleaved: every workload x every allocator once, then again, R times (default
+5; --quick: 3, with a tenth of the operations), so a burst of load elsewhere hits
+one repetition of everything rather than every repetition of one allocator. A
+peer whose library is not installed is skipped with a note (Debian:
+libmimalloc-dev, libjemalloc-dev, libgoogle-perftools-dev), and so is mempool when
+heap_benchmark_mempool has not been built. Every run
 reports the library `malloc` resolved to; a run of a peer whose LD_PRELOAD did
 not take effect stops the script.
 

@@ -573,8 +573,8 @@ class ConsoleTable(unittest.TestCase):
     the console, and its numbers are the runs' medians."""
 
     ALL = ["glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
-           "mempool-tls-pointer", "mempool-profile", "jemalloc-thp", "mempool-thp-never", "object-pool",
-           "size-class-pool", "bitmap-pool", "std-pmr", "mempool-heap"]
+           "mempool-tls-pointer", "mempool-profile", "jemalloc-thp", "mempool-thp-never",
+           "object-pool", "size-class-pool", "bitmap-pool", "std-pmr", "mempool-heap"]
 
     def test_every_allocator_within_the_console_width(self):
         with tempfile.TemporaryDirectory() as d:
