@@ -88,20 +88,14 @@ MEMPOOL_ALLOCATION_ENTRY void* memalign_any(std::size_t alignment, std::size_t n
 }
 
 // MEMPOOL_VERBOSE=1 says, as the program starts, that mempool is its malloc, and which
-// build: the hardened library, or the one whose hit paths address the thread cache
-// through a pointer (libmempool-malloc-tls-pointer.so, docs/options.md).
-#if defined(MEMPOOL_TLS_POINTER) && MEMPOOL_TLS_POINTER
-constexpr const char* kBuildSuffix = " (TLS pointer)";
-#else
-constexpr const char* kBuildSuffix = kHardened ? " (hardened)" : "";
-#endif
-
+// build: the hardened library, and one whose hit paths address the thread cache through
+// a pointer (libmempool-malloc-tls-pointer.so, docs/options.md).
 __attribute__((constructor)) void announce() noexcept {
   heap_read_options();
   if (heap_verbose()) {
     write_stderr_line("mempool " MEMPOOL_VERSION_STRING
                       ": active as malloc and operator new in this process",
-                      kBuildSuffix);
+                      kHardened ? " (hardened)" : "", kTlsPointer ? " (TLS pointer)" : "");
   }
 }
 

@@ -216,13 +216,13 @@ MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_T
 // The pointer costs one or two instructions a call. Both are shipped: the default
 // drop-in, and libmempool-malloc-tls-pointer.so built with the option.
 MEMPOOL_ALWAYS_INLINE ThreadCache& this_thread_cache() noexcept {
-#if defined(MEMPOOL_TLS_POINTER) && MEMPOOL_TLS_POINTER
-  ThreadCache* t = &tls_thread_cache;
-  __asm__("" : "+r"(t));
-  return *t;
-#else
-  return tls_thread_cache;
-#endif
+  if constexpr (kTlsPointer) {
+    ThreadCache* t = &tls_thread_cache;
+    __asm__("" : "+r"(t));
+    return *t;
+  } else {
+    return tls_thread_cache;
+  }
 }
 
 // Checked builds: marks a block handed out (src/heap/heap.cpp).
