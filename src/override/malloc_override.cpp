@@ -93,8 +93,8 @@ MEMPOOL_ALLOCATION_ENTRY void* memalign_any(std::size_t alignment, std::size_t n
 __attribute__((constructor)) void announce() noexcept {
   heap_read_options();
   if (heap_verbose()) {
-    write_stderr_line("mempool " MEMPOOL_VERSION_STRING
-                      ": active as malloc and operator new in this process",
+    write_stderr_line("version " MEMPOOL_VERSION_STRING
+                      " active as malloc and operator new in this process",
                       kHardened ? " (hardened)" : "", kTlsPointer ? " (TLS pointer)" : "");
   }
 }

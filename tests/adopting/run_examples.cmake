@@ -36,7 +36,7 @@ endif()
 run(${build}/override/server)
 execute_process(COMMAND ${CMAKE_COMMAND} -E env MEMPOOL_VERBOSE=1 ${build}/override/server
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "mempool [0-9.]+: active as malloc and operator new")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "mempool: version [0-9.]+ active as malloc and operator new")
   message(FATAL_ERROR "MEMPOOL_VERBOSE=1 server (${rc}): no 'active as malloc' line:\n${out}")
 endif()
 
@@ -53,7 +53,7 @@ message(STATUS "preload.sh with MEMPOOL_LIB=${lib} APP=${build}/preload/plain:\n
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "preload.sh failed (${rc})")
 endif()
-foreach(expected "mempool [0-9.]+: active as malloc and operator new" "plain 1\n.*plain 1"
+foreach(expected "mempool: version [0-9.]+ active as malloc and operator new" "plain 1\n.*plain 1"
                  "mempool heap statistics\n  in use")
   if(NOT out MATCHES "${expected}")
     message(FATAL_ERROR "preload.sh: no match for '${expected}' in its output")
