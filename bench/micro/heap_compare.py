@@ -9,7 +9,10 @@ Runs BUILD/heap_benchmark (malloc/free: glibc as it is, each peer through
 LD_PRELOAD) and BUILD/heap_benchmark_mempool (mempool::allocate/deallocate; the
 allocator "mempool-c" runs it with --api c: mp_malloc/mp_free; "mempool-malloc-hardened"
 and "mempool-malloc-tls-pointer", only when named, preload the hardened drop-in and the
-one built with MEMPOOL_TLS_POINTER), one process per measurement. Repetitions are
+one built with MEMPOOL_TLS_POINTER; "mempool-linked", "jemalloc-linked" and
+"tcmalloc-linked", only when named, run BUILD/heap_benchmark_linked and
+heap_benchmark_<peer>_linked: malloc linked into the program, no preload, compared
+with each other), one process per measurement. Repetitions are
 interleaved: every workload x every allocator once, then again, R times (default
 5; --quick: 3, with a tenth of the operations), so a burst of load elsewhere hits
 one repetition of everything rather than every repetition of one allocator. A
@@ -65,7 +68,8 @@ PEERS = {
 }
 BASELINE = "glibc"
 ALL_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-c",
-                  "mempool-malloc", "mempool-malloc-hardened", "mempool-malloc-tls-pointer"]
+                  "mempool-malloc", "mempool-malloc-hardened", "mempool-malloc-tls-pointer",
+                  "mempool-linked", "jemalloc-linked", "tcmalloc-linked"]
 DEFAULT_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-malloc"]
 # mempool-malloc: the drop-in libmempool-malloc.so preloaded into the same binary
 # as the peers (from the folder above --build).
@@ -79,6 +83,21 @@ DROP_INS = {
     "mempool-malloc-tls-pointer": ("libmempool-malloc-tls-pointer.so",
                                    "mempool_malloc_tls_pointer"),
 }
+
+# malloc linked into the program instead of preloaded (bench/micro/CMakeLists.txt): a call
+# binds to it without a PLT stub, and its thread-locals are at a constant offset from
+# the thread pointer. Allocator -> (binary in --build, what builds it). Rows of these are
+# compared with the best linked peer: a preloaded peer pays for the stub.
+LINKED = {
+    "mempool-linked": ("heap_benchmark_linked", "the heap_benchmark_linked target"),
+    "jemalloc-linked": ("heap_benchmark_jemalloc_linked",
+                        "libjemalloc.a, Debian: apt-get install libjemalloc-dev"),
+    "tcmalloc-linked": ("heap_benchmark_tcmalloc_linked",
+                        "libtcmalloc_minimal.a, Debian: apt-get install libgoogle-perftools-dev"),
+}
+LINKED_PEERS = ("jemalloc-linked", "tcmalloc-linked")
+# The allocators whose targets are checked.
+TARGETED = MEMPOOL + ("mempool-linked",)
 
 # (key, workload argument, threads, ops in a full run)
 WORKLOADS = [
@@ -149,14 +168,18 @@ class Allocator:
         if self.preload:
             stem = os.path.basename(self.preload).split(".so")[0]
             ok = lib.startswith(stem + ".so")
+        elif self.name in LINKED:
+            ok = lib == os.path.basename(self.binary)
         elif self.name in MEMPOOL:
             want = "mp_malloc" if self.name == "mempool-c" else "mempool::allocate"
             ok = api in (want, "none")
         else:
             ok = lib.startswith("libc.so")
         if not ok:
+            why = ("the program does not define it" if self.name in LINKED
+                   else "the LD_PRELOAD did not take effect")
             raise RuntimeError(f"{self.name}: malloc resolved to {result.get('malloc_from')} "
-                               f"(api {api}): the LD_PRELOAD did not take effect")
+                               f"(api {api}): {why}")
 
 
 def discover(build, wanted):
@@ -185,6 +208,13 @@ def discover(build, wanted):
                 notes.append(f"{name}: skipped, {lib} not built (target {target})")
                 continue
             allocators.append(Allocator(name, plain, preload=lib))
+        elif name in LINKED:
+            file, what = LINKED[name]
+            binary = os.path.join(build, file)
+            if not os.access(binary, os.X_OK):
+                notes.append(f"{name}: skipped, {binary} not built (needs {what})")
+                continue
+            allocators.append(Allocator(name, binary))
         elif name in MEMPOOL:
             if not os.access(mempool_bin, os.X_OK):
                 notes.append(f"{name}: skipped, {mempool_bin} not built (the heap does not "
@@ -263,16 +293,23 @@ def summarize_workload(key, by_alloc, names):
             med[name]["flat"] = all(
                 r["rss_end_kib"] <= r["rss_start_kib"] * FLAT_FACTOR + FLAT_SLACK_KIB
                 for r in runs)
-    peers = [p for p in PEERS if p in med]
-    best_peer = min(peers, key=lambda p: med[p]["ns_per_op"]) if peers else None
-    smallest_peer = min(peers, key=lambda p: med[p]["peak_rss_kib"]) if peers else None
+    def best_of(group):
+        present = [p for p in group if p in med]
+        if not present:
+            return None, None
+        return (min(present, key=lambda p: med[p]["ns_per_op"]),
+                min(present, key=lambda p: med[p]["peak_rss_kib"]))
+
+    best_peer, smallest_peer = best_of(PEERS)
+    best_linked, smallest_linked = best_of(LINKED_PEERS)
     base = med.get(BASELINE)
     for name, m in med.items():
+        fast, small = (best_linked, smallest_linked) if name in LINKED else (best_peer,
+                                                                             smallest_peer)
         m["vs_glibc"] = base["ns_per_op"] / m["ns_per_op"] if base else None
-        m["vs_best_peer"] = (med[best_peer]["ns_per_op"] / m["ns_per_op"]
-                             if best_peer else None)
-        m["rss_vs_best_peer"] = (m["peak_rss_kib"] / med[smallest_peer]["peak_rss_kib"]
-                                 if smallest_peer else None)
+        m["vs_best_peer"] = med[fast]["ns_per_op"] / m["ns_per_op"] if fast else None
+        m["rss_vs_best_peer"] = (m["peak_rss_kib"] / med[small]["peak_rss_kib"]
+                                 if small else None)
     return med, best_peer, smallest_peer
 
 
@@ -290,10 +327,14 @@ def print_workload(key, ops, med, best_peer, smallest_peer):
     head.append("cpu/wall")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+    linked = [p for p in LINKED_PEERS if p in med]
+    best_linked = min(linked, key=lambda p: med[p]["ns_per_op"]) if linked else None
     for name, m in med.items():
         label = name
         if name == best_peer:
             label += " (best peer)"
+        elif name == best_linked:
+            label += " (best linked peer)"
         row = [label, fmt_ns(m["ns_per_op"]), f"{fmt_ns(m['min_ns'])}-{fmt_ns(m['max_ns'])}",
                fmt_ratio(m["vs_glibc"]), fmt_ratio(m["vs_best_peer"]),
                fmt_kib(m["peak_rss_kib"]), fmt_ratio(m["rss_vs_best_peer"])]
@@ -306,11 +347,14 @@ def print_workload(key, ops, med, best_peer, smallest_peer):
         print("| " + " | ".join(row) + " |")
     if smallest_peer:
         print(f"\nbest peer by time: {best_peer}; by peak RSS: {smallest_peer}")
+    if any(n in LINKED for n in med):
+        print("rows *-linked: malloc linked into the program; their ratios are to the best "
+              "linked peer")
 
 
 def check_targets(key, med, targets):
     """Appends (description, passed) for every mempool allocator in med."""
-    for name in MEMPOOL:
+    for name in TARGETED:
         m = med.get(name)
         if m is None:
             continue
@@ -325,7 +369,8 @@ def check_targets(key, med, targets):
                             ok))
         if m["rss_vs_best_peer"] is not None:
             targets.append((f"{name} {key}: peak RSS {m['rss_vs_best_peer']:.2f}x the best "
-                            f"peer's, want <= {RSS_TARGET:g}x", m["rss_vs_best_peer"] <= RSS_TARGET))
+                            f"peer's, want <= {RSS_TARGET:g}x",
+                            m["rss_vs_best_peer"] <= RSS_TARGET))
         if key == "prodcons":
             targets.append((f"{name} prodcons: resident set flat (10% "
                             f"{m['rss_start_kib']:.0f} KiB, end {m['rss_end_kib']:.0f} KiB)",
