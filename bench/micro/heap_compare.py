@@ -22,7 +22,8 @@ heap_benchmark_mempool has not been built. Every run
 reports the library `malloc` resolved to; a run of a peer whose LD_PRELOAD did
 not take effect stops the script.
 
-Prints one Markdown table per workload: median ns per op (one allocate + one
+Names the CPU (/proc/cpuinfo's model name, family and model), then prints one
+Markdown table per workload: median ns per op (one allocate + one
 free; with 2 threads, the wall time per op of one thread while both run), the
 spread, the ratio to glibc (glibc's time / this time: > 1 is faster), the ratio
 to the best peer (the fastest of mimalloc, jemalloc and tcmalloc, same sense),
@@ -244,6 +245,26 @@ def run_one(alloc, args, timeout=RUN_TIMEOUT_S, wrapper=()):
     result = json.loads(lines[-1])
     alloc.check(result)
     return result
+
+
+def cpu_name():
+    """The CPU as /proc/cpuinfo names it, with its family and model numbers: every
+    ratio here belongs to one kind of core (docs/performance.md)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if not line.strip():
+                    break  # the first processor's block
+                fields.setdefault(key, value.strip())
+    except OSError:
+        return "unknown CPU"
+    name = fields.get("model name", "unknown CPU")
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def load_average():
@@ -515,6 +536,7 @@ def main(argv):
     started = time.monotonic()
     context = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "cpu": cpu_name(),
         "num_cpus": os.cpu_count(),
         "load_avg_start": load_average(),
         "quick": a.quick,
@@ -523,8 +545,9 @@ def main(argv):
         "allocators": {x.name: (x.preload or os.path.basename(x.binary)) for x in allocators},
         "notes": notes,
     }
-    print(f"heap_compare: {', '.join(names)}; {reps} repetitions interleaved, one process per "
-          f"run{' (quick)' if a.quick else ''}; load average at start {context['load_avg_start']}")
+    print(f"heap_compare on {context['cpu']}, {context['num_cpus']} CPUs: {', '.join(names)}; "
+          f"{reps} repetitions interleaved, one process per run{' (quick)' if a.quick else ''}; "
+          f"load average at start {context['load_avg_start']}")
     for n in notes:
         print(f"note: {n}")
 

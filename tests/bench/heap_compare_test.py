@@ -6,7 +6,7 @@
 1. A quick run of pair16 with mempool preloaded and linked (and the peers' linked
    builds where their archives were found): it succeeds, every row is in the table,
    each linked run's malloc resolved to its own executable, and the linked rows are
-   compared with a linked peer, not a preloaded one.
+   compared with a linked peer, not a preloaded one; the output names the CPU.
 2. A build folder whose heap_benchmark_linked is the plain program (glibc's malloc):
    the run must stop, naming the allocator, instead of reporting glibc's times as
    mempool's.
@@ -56,6 +56,9 @@ def main():
         for r in results["runs"]:
             if r["label"] in linked and os.path.basename(r["malloc_from"]) != linked[r["label"]]:
                 fail(f"{r['label']}: malloc from {r['malloc_from']}, not its own executable")
+        cpu = results["context"].get("cpu", "")
+        if not cpu or cpu == "unknown CPU" or f"heap_compare on {cpu}" not in proc.stdout:
+            fail(f"the run does not name its CPU (context: {cpu!r})", proc)
         summary = results["summary"]["pair16"]
         med = summary.get("medians", summary)
         mine = med.get("mempool-linked")
