@@ -72,7 +72,12 @@ cache=$(ldconfig -p)
 grep -q "libmempool.so.0 " <<<"$cache" || fail "ldconfig does not know libmempool.so.0"
 
 rm -rf "$work" && mkdir -p "$work"
-cmake -S "$source_dir/tests/install/consumer" -B "$work/cmake" -G Ninja >/dev/null
+# On x86-64 the -dev package has mempool::override_tls_pointer too (the objects of
+# libmempool-malloc-tls-pointer.so, for linking).
+tls_pointer=OFF
+[ "$(uname -m)" = x86_64 ] && tls_pointer=ON
+cmake -S "$source_dir/tests/install/consumer" -B "$work/cmake" -G Ninja \
+  -DWITH_TLS_POINTER_OVERRIDE=$tls_pointer >/dev/null
 cmake --build "$work/cmake" >/dev/null
 out=$("$work/cmake/consumer")
 [[ "$out" == *"heap 1 malloc-is-mempool 0"* ]] || fail "CMake consumer: $out"
@@ -81,6 +86,11 @@ deps=$(ldd "$work/cmake/consumer")
 grep -q "libmempool.so.0 => /.*/libmempool.so.0" <<<"$deps" ||
   fail "CMake consumer does not load the installed libmempool.so.0"
 "$work/cmake/override_consumer" >/dev/null || fail "mempool::override consumer failed"
+if [ $tls_pointer = ON ]; then
+  out=$(MEMPOOL_VERBOSE=1 "$work/cmake/override_tls_pointer_consumer" 2>&1)
+  [[ "$out" == *"(TLS pointer)"*"override 1"* ]] ||
+    fail "mempool::override_tls_pointer consumer: $out"
+fi
 # MEMPOOL_STATIC: mempool::mempool is libmempool.a.
 cmake -S "$source_dir/tests/install/consumer" -B "$work/cmake-static" -G Ninja -DMEMPOOL_STATIC=ON \
   -DWITH_OVERRIDE=OFF >/dev/null
