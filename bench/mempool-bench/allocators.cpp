@@ -61,6 +61,35 @@ const std::vector<AllocatorInfo>& all_allocators() {
        "mempool as malloc, its thread cache through a pointer "
        "(libmempool-malloc-tls-pointer.so, docs/options.md): only when asked for by --allocators",
        false},
+      // malloc linked into the program rather than preloaded (bench/CMakeLists.txt): the
+      // form a program gets from mempool::override, or from a peer's static archive.
+      {"mempool-linked",
+       true,
+       {},
+       "(this build)",
+       "mempool as malloc linked into the program (mempool::override, run as "
+       "mempool-bench-linked): only when asked for by --allocators",
+       false,
+       {},
+       "mempool-bench-linked"},
+      {"jemalloc-linked",
+       true,
+       {"libjemalloc.a"},
+       "libjemalloc-dev",
+       "jemalloc's static archive linked into the program (mempool-bench-jemalloc-linked): "
+       "only when asked for by --allocators",
+       false,
+       {},
+       "mempool-bench-jemalloc-linked"},
+      {"tcmalloc-linked",
+       true,
+       {"libtcmalloc_minimal.a"},
+       "libgoogle-perftools-dev",
+       "tcmalloc's static archive linked into the program (mempool-bench-tcmalloc-linked): "
+       "only when asked for by --allocators",
+       false,
+       {},
+       "mempool-bench-tcmalloc-linked"},
       {"mempool-heap", false, {}, "", "mempool::allocate / deallocate, in process"},
       {"object-pool", false, {}, "", "mempool::FixedPool (one thread, one size), in process"},
       {"bitmap-pool", false, {}, "", "mempool::BitmapPool (one size, fixed capacity), in process"},
@@ -85,6 +114,14 @@ std::vector<std::string> allocator_env(std::string_view name) {
 bool locate_library(const AllocatorInfo& a, const std::string& exe_dir, std::string* path,
                     std::string* why) {
   path->clear();
+  if (a.program != nullptr && ::access((exe_dir + "/" + a.program).c_str(), X_OK) != 0) {
+    *why = std::string(a.program) + " not built next to mempool-bench" +
+           (std::string_view(a.package) == "(this build)"
+                ? std::string()
+                : std::string(" (it needs ") + a.libs.front() + "; Debian: apt-get install " +
+                      a.package + ")");
+    return false;
+  }
   if (a.libs.empty()) return true;  // glibc, or in process: nothing to preload
   std::vector<std::string> dirs = {"/usr/lib/x86_64-linux-gnu",
                                    "/lib/x86_64-linux-gnu",

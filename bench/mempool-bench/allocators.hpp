@@ -1,6 +1,7 @@
 // mempool-bench's allocators. Those that replace malloc (glibc as it is,
 // mimalloc, jemalloc, tcmalloc and mempool's libmempool-malloc.so) run the
-// workload through malloc/free in a child process under LD_PRELOAD; mempool's
+// workload through malloc/free in a child process under LD_PRELOAD, or, the
+// *-linked ones, in a copy of mempool-bench with that malloc linked in; mempool's
 // own APIs run it in process, each where the workload fits it. Every workload is
 // a template over one of the policies below (static allocate/deallocate), so no
 // allocator pays for an indirect call the others do not.
@@ -59,6 +60,11 @@ struct AllocatorInfo {
   // Extra environment of the child and the programs it runs ("NAME=value"): a
   // configuration of the library, such as jemalloc's MALLOC_CONF.
   std::vector<const char*> env = {};
+  // The program the child runs instead of mempool-bench, beside it: mempool-bench
+  // with this malloc linked in (mempool::override, a peer's static archive), so that
+  // a call reaches malloc without a PLT stub. libs then names the archive, for its
+  // version. nullptr: mempool-bench itself.
+  const char* program = nullptr;
 };
 
 const std::vector<AllocatorInfo>& all_allocators();
@@ -67,7 +73,8 @@ const AllocatorInfo* find_allocator(std::string_view name);
 std::vector<std::string> allocator_env(std::string_view name);
 // The library to preload for a preload allocator: "" for glibc, the path found,
 // or nothing when not installed (why says so). exe_dir: where mempool-bench is
-// (libmempool-malloc.so is one level up in a build tree).
+// (libmempool-malloc.so is one level up in a build tree). For an allocator with a
+// program, also false when the program is not built beside mempool-bench.
 bool locate_library(const AllocatorInfo& a, const std::string& exe_dir, std::string* path,
                     std::string* why);
 

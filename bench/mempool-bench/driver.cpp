@@ -67,8 +67,10 @@ namespace {
 
 // Runs one measurement in a child; its JSON line. A child that fails or hangs
 // is an error naming the run (and what it said on stderr).
-json spawn_child(const RunSpec& spec, const std::string& preload, double timeout_s) {
-  const std::vector<std::string> args = child_args(exe_path(), spec);
+// program: the child's program ("" for mempool-bench itself).
+json spawn_child(const RunSpec& spec, const std::string& preload, const std::string& program,
+                 double timeout_s) {
+  const std::vector<std::string> args = child_args(program.empty() ? exe_path() : program, spec);
   ProcessOptions options;
   options.env = environment_with(preload, allocator_env(spec.allocator));
   options.timeout_s = timeout_s;
@@ -95,7 +97,10 @@ json spawn_child(const RunSpec& spec, const std::string& preload, double timeout
 
 struct Available {
   std::vector<std::string> names;
-  std::map<std::string, std::string> preload;  // name -> library ("" for none)
+  // name -> library ("" for none): preloaded, or for a linked allocator the archive
+  // (machine_info's versions)
+  std::map<std::string, std::string> preload;
+  std::map<std::string, std::string> program;  // name -> the child's program ("" for this one)
 };
 
 Available available_allocators(const std::vector<std::string>& wanted, bool explicit_list) {
@@ -111,6 +116,7 @@ Available available_allocators(const std::vector<std::string>& wanted, bool expl
     }
     av.names.push_back(name);
     av.preload[name] = path;
+    av.program[name] = a->program != nullptr ? exe_dir() + "/" + a->program : "";
   }
   return av;
 }
@@ -188,20 +194,24 @@ int run_plan(const Options& o, const std::vector<Run>& runs, const Available& av
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];
     progress.show(i, r);
-    const std::string& lib = av.preload.at(r.spec.allocator);
+    const std::string& program = av.program.at(r.spec.allocator);
+    const std::string lib = program.empty() ? av.preload.at(r.spec.allocator) : "";
     json record;
     try {
-      record = spawn_child(r.spec, lib, child_timeout(r.spec));
+      record = spawn_child(r.spec, lib, program, child_timeout(r.spec));
     } catch (const std::exception& e) {
       progress.finish();
       std::fprintf(stderr, "mempool-bench: %s\n", e.what());
       return 1;
     }
-    // A preloaded malloc that did not take effect would measure glibc under its name.
-    if (!lib.empty() && record.value("malloc_from", "") != lib) {
+    // A preloaded malloc that did not take effect, or a program that does not define
+    // malloc, would measure glibc under the allocator's name.
+    const std::string& expected = program.empty() ? lib : program;
+    if (!expected.empty() && record.value("malloc_from", "") != expected) {
       progress.finish();
-      std::fprintf(stderr, "mempool-bench: %s: malloc came from %s, not %s (LD_PRELOAD failed)\n",
-                   r.spec.allocator.c_str(), record.value("malloc_from", "?").c_str(), lib.c_str());
+      std::fprintf(stderr, "mempool-bench: %s: malloc came from %s, not %s (%s)\n",
+                   r.spec.allocator.c_str(), record.value("malloc_from", "?").c_str(),
+                   expected.c_str(), program.empty() ? "LD_PRELOAD failed" : "not linked in");
       return 1;
     }
     json full = {

@@ -22,6 +22,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -574,6 +575,7 @@ class ConsoleTable(unittest.TestCase):
 
     ALL = ["glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
            "mempool-tls-pointer", "mempool-profile", "jemalloc-thp", "mempool-thp-never",
+           "mempool-linked", "jemalloc-linked", "tcmalloc-linked",
            "object-pool", "size-class-pool", "bitmap-pool", "std-pmr", "mempool-heap"]
 
     def test_every_allocator_within_the_console_width(self):
@@ -648,6 +650,74 @@ class HugePageAllocators(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             names = {x["allocator"] for x in read_records(d)}
             self.assertFalse(names & set(HUGE_PAGE_ALLOCATORS), names)
+
+
+class LinkedAllocators(unittest.TestCase):
+    """mempool-linked, jemalloc-linked, tcmalloc-linked: the workload runs in a copy of
+    mempool-bench with that malloc linked in (no LD_PRELOAD), only when asked for; a
+    copy whose malloc is not its own is caught; programs (run, apps) are skipped."""
+
+    LINKED = {"mempool-linked": "mempool-bench-linked",
+              "jemalloc-linked": "mempool-bench-jemalloc-linked",
+              "tcmalloc-linked": "mempool-bench-tcmalloc-linked"}
+
+    def built(self):
+        here = os.path.dirname(TOOL)
+        return {a: p for a, p in self.LINKED.items() if os.access(os.path.join(here, p), os.X_OK)}
+
+    def test_a_workload_runs_in_the_linked_program(self):
+        built = self.built()
+        self.assertIn("mempool-linked", built)  # built wherever mempool-bench is
+        with tempfile.TemporaryDirectory() as d:
+            r = run("compare", "--quick", "--repeat=1", "--size=64",
+                    "--allocators=glibc,mempool," + ",".join(built), "--out", d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            records = read_records(d)
+            self.assertEqual({x["allocator"] for x in records}, {"glibc", "mempool", *built})
+            for rec in records:
+                check_record(self, rec)
+                self.assertIn("ns_per_op", rec["metrics"])
+                if rec["allocator"] in built:
+                    self.assertEqual(os.path.basename(rec["malloc_from"]),
+                                     built[rec["allocator"]], rec)
+                    self.assertNotIn("LD_PRELOAD", rec.get("allocator_env", []))
+            rep = run("report", d)
+            self.assertEqual(rep.returncode, 0, rep.stderr)
+            with open(os.path.join(d, "report.md")) as f:
+                md = f.read()
+            self.assertNotIn("## Warnings", md)
+            for name in built:
+                self.assertIn(name, md)
+
+    def test_left_out_unless_asked_for(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("compare", "--quick", "--repeat=1", "--size=64", "--out", d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            names = {x["allocator"] for x in read_records(d)}
+            self.assertFalse(names & set(self.LINKED), names)
+
+    def test_a_copy_without_its_malloc_is_caught(self):
+        # mempool-bench itself under the linked program's name: glibc's malloc.
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copy(TOOL, os.path.join(d, "mempool-bench"))
+            shutil.copy(TOOL, os.path.join(d, "mempool-bench-linked"))
+            r = subprocess.run([os.path.join(d, "mempool-bench"), "compare", "--quick",
+                                "--repeat=1", "--allocators=mempool-linked", "--out",
+                                os.path.join(d, "out")],
+                               capture_output=True, text=True, timeout=300, check=False)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("mempool-linked: malloc came from", r.stderr)
+            self.assertIn("(not linked in)", r.stderr)
+
+    def test_programs_keep_their_own_malloc(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", "--allocators=glibc,mempool-linked", "--repeat=1", "--out", d, "--",
+                    "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            records = {x["allocator"]: x for x in read_records(d)}
+            self.assertIn("skipped", records["mempool-linked"])
+            self.assertIn("linked into mempool-bench", records["mempool-linked"]["skipped"])
+            self.assertNotIn("skipped", records["glibc"])
 
 
 class Command(unittest.TestCase):
@@ -831,7 +901,8 @@ if __name__ == "__main__":
     if len(sys.argv) > 3:
         HEAP_SITES = os.path.abspath(sys.argv[3])
     selected = {"args": Arguments, "command": Command, "profile": Profile,
-                "huge_pages": HugePageAllocators, "table": ConsoleTable}.get(WORKLOAD, Workload)
+                "huge_pages": HugePageAllocators, "table": ConsoleTable,
+                "linked": LinkedAllocators}.get(WORKLOAD, Workload)
     suite = unittest.TestLoader().loadTestsFromTestCase(selected)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     sys.exit(0 if result.wasSuccessful() else 1)

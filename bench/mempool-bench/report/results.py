@@ -14,6 +14,7 @@ BASELINE = "glibc"
 ALLOCATOR_ORDER = [
     "glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
     "mempool-tls-pointer", "jemalloc-thp", "mempool-thp-never",
+    "mempool-linked", "jemalloc-linked", "tcmalloc-linked",
     "mempool-heap", "object-pool", "bitmap-pool", "size-class-pool", "std-pmr",
 ]
 WORKLOAD_ORDER = [

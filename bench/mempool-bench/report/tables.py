@@ -21,6 +21,9 @@ EXPECTED_MALLOC_FROM = {
     "tcmalloc": "tcmalloc", "mempool": "mempool", "mempool-hardened": "mempool-malloc-hardened",
     "mempool-tls-pointer": "mempool-malloc-tls-pointer",
     "jemalloc-thp": "jemalloc", "mempool-thp-never": "mempool-malloc.so",
+    # malloc linked in: the program itself, mempool-bench built again with it
+    "mempool-linked": "mempool-bench-linked", "jemalloc-linked": "mempool-bench-jemalloc-linked",
+    "tcmalloc-linked": "mempool-bench-tcmalloc-linked",
 }
 
 VS_BEST_PEER = f"{SUBJECT} vs best peer"

@@ -104,6 +104,8 @@ void require_preloaded_allocator(const RunSpec& spec) {
   const AllocatorInfo* a = find_allocator(spec.allocator);
   if (a != nullptr && !a->preload)
     throw Skipped(spec.allocator + " is an in-process API; programs run through malloc");
+  if (a != nullptr && a->program != nullptr)
+    throw Skipped(spec.allocator + " is linked into mempool-bench; a program has its own malloc");
 }
 
 // Runs argv under the allocator; a failure is an error naming the program.

@@ -16,6 +16,8 @@ nlohmann::json run_command(const RunSpec& spec) {
   const AllocatorInfo* a = find_allocator(spec.allocator);
   if (a != nullptr && !a->preload)
     throw Skipped(spec.allocator + " is an in-process API; a command runs through malloc");
+  if (a != nullptr && a->program != nullptr)
+    throw Skipped(spec.allocator + " is linked into mempool-bench; a command has its own malloc");
   if (spec.command.empty()) throw std::runtime_error("run: no command given");
   // glibc: the C library preloaded, so that a program linked against another
   // malloc runs on glibc's too (as the apps workload does).
