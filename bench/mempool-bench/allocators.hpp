@@ -52,7 +52,7 @@ struct Skipped : std::runtime_error {
 
 struct AllocatorInfo {
   const char* name;
-  bool preload;                   // through malloc in a child under LD_PRELOAD
+  bool preload;  // through malloc in a child: under LD_PRELOAD, or linked into `program`
   std::vector<const char*> libs;  // candidates, first found wins (empty: glibc itself)
   const char* package;            // the Debian package that brings it
   const char* what;
