@@ -61,8 +61,8 @@ const std::vector<AllocatorInfo>& all_allocators() {
        "mempool as malloc, its thread cache through a pointer "
        "(libmempool-malloc-tls-pointer.so, docs/options.md): only when asked for by --allocators",
        false},
-      // malloc linked into the program rather than preloaded (bench/mempool-bench/CMakeLists.txt): the
-      // form a program gets from mempool::override, or from a peer's static archive.
+      // malloc linked into the program rather than preloaded (bench/mempool-bench/CMakeLists.txt):
+      // the form a program gets from mempool::override, or from a peer's static archive.
       {"mempool-linked",
        true,
        {},
