@@ -19,7 +19,7 @@ MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* allocate_miss(std::size_t n) {
 }
 }  // namespace
 
-MEMPOOL_ALLOCATION_ENTRY void* detail::heap_allocate_or_throw(std::size_t n) {
+MEMPOOL_HOT_ENTRY void* detail::heap_allocate_or_throw(std::size_t n) {
   if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return allocate_miss(n);
 }

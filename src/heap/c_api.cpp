@@ -57,12 +57,12 @@ MEMPOOL_NOINLINE MEMPOOL_ALLOCATION_ENTRY void* realloc_move(void* p, size_t siz
 
 extern "C" {
 
-MEMPOOL_ALLOCATION_ENTRY void* mp_malloc(size_t size) noexcept {
+MEMPOOL_HOT_ENTRY void* mp_malloc(size_t size) noexcept {
   if (void* p = heap_try_hit(size); MEMPOOL_LIKELY(p != nullptr)) return p;
   return malloc_miss(size);
 }
 
-MEMPOOL_ALLOCATION_ENTRY void mp_free(void* p) noexcept {
+MEMPOOL_HOT_ENTRY void mp_free(void* p) noexcept {
   heap_free(p);
 }
 
@@ -82,7 +82,7 @@ MEMPOOL_ALLOCATION_ENTRY void* mp_calloc(size_t count, size_t size) noexcept {
   return p;
 }
 
-MEMPOOL_ALLOCATION_ENTRY void* mp_realloc(void* p, size_t size) noexcept {
+MEMPOOL_HOT_ENTRY void* mp_realloc(void* p, size_t size) noexcept {
   return heap_realloc<ReallocFit::kSameClass, realloc_move, realloc_slow>(p, size);
 }
 
@@ -103,7 +103,7 @@ MEMPOOL_ALLOCATION_ENTRY int mp_posix_memalign(void** out, size_t alignment, siz
   return 0;
 }
 
-size_t mp_usable_size(const void* p) noexcept {
+MEMPOOL_LINE_ALIGNED size_t mp_usable_size(const void* p) noexcept {
   return heap_usable_size(p);
 }
 

@@ -440,7 +440,7 @@ MEMPOOL_NOINLINE void free_guarded_block(void* p, const Span* s, std::size_t c) 
 
 }  // namespace
 
-MEMPOOL_ALLOCATION_ENTRY void hardened_free(void* p) noexcept {
+MEMPOOL_HOT_ENTRY void hardened_free(void* p) noexcept {
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
   if (MEMPOOL_LIKELY(c != 0)) {
@@ -455,7 +455,7 @@ MEMPOOL_ALLOCATION_ENTRY void hardened_free(void* p) noexcept {
   heap_free_slow(p, reinterpret_cast<Span*>(entry & ~kSpanTagMask));
 }
 
-MEMPOOL_ALLOCATION_ENTRY void hardened_free_sized(void* p, std::size_t n) noexcept {
+MEMPOOL_HOT_ENTRY void hardened_free_sized(void* p, std::size_t n) noexcept {
   const std::uintptr_t entry = g_page_map.lookup_entry(p);
   const std::size_t c = entry & kSpanTagMask;
   const char* const wrong_size = "sized free with a size that is not the block's";

@@ -458,7 +458,7 @@ namespace mempool {
 using detail::heap_allocate;
 using detail::heap_allocate_aligned;
 
-MEMPOOL_ALLOCATION_ENTRY void* detail::heap_try_allocate(std::size_t n) noexcept {
+MEMPOOL_HOT_ENTRY void* detail::heap_try_allocate(std::size_t n) noexcept {
   if (void* p = detail::heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return heap_allocate(n);
 }
@@ -467,11 +467,11 @@ MEMPOOL_ALLOCATION_ENTRY void* try_allocate(std::size_t n, std::align_val_t alig
   return heap_allocate_aligned(n, static_cast<std::size_t>(alignment));
 }
 
-MEMPOOL_ALLOCATION_ENTRY void deallocate(void* p) noexcept {
+MEMPOOL_HOT_ENTRY void deallocate(void* p) noexcept {
   detail::heap_free(p);
 }
 
-MEMPOOL_ALLOCATION_ENTRY void detail::heap_deallocate_sized(void* p, std::size_t n) noexcept {
+MEMPOOL_HOT_ENTRY void detail::heap_deallocate_sized(void* p, std::size_t n) noexcept {
   detail::heap_free_sized(p, n);
 }
 

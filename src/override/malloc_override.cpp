@@ -105,12 +105,12 @@ extern "C" {
 
 // The hit paths inline, so a program's call lands on them without a jump more;
 // a miss (or a large block) goes through mp_malloc, which sets errno.
-MEMPOOL_ALLOCATION_ENTRY void* malloc(size_t n) noexcept {
+MEMPOOL_HOT_ENTRY void* malloc(size_t n) noexcept {
   if (void* p = heap_try_hit(n); MEMPOOL_LIKELY(p != nullptr)) return p;
   return mp_malloc(n);
 }
 
-MEMPOOL_ALLOCATION_ENTRY void free(void* p) noexcept {
+MEMPOOL_HOT_ENTRY void free(void* p) noexcept {
   heap_free(p);
 }
 
@@ -118,7 +118,7 @@ MEMPOOL_ALLOCATION_ENTRY void* calloc(size_t count, size_t n) noexcept {
   return mp_calloc(count, n);
 }
 
-MEMPOOL_ALLOCATION_ENTRY void* realloc(void* p, size_t n) noexcept {
+MEMPOOL_HOT_ENTRY void* realloc(void* p, size_t n) noexcept {
   return heap_realloc<ReallocFit::kHalfOrMore, realloc_move, realloc_other>(p, n);
 }
 
@@ -156,7 +156,7 @@ MEMPOOL_ALLOCATION_ENTRY void* pvalloc(size_t n) noexcept {
   return mp_aligned_alloc(page, n == 0 ? page : (n + page - 1) & ~(page - 1));
 }
 
-size_t malloc_usable_size(void* p) noexcept {
+MEMPOOL_LINE_ALIGNED size_t malloc_usable_size(void* p) noexcept {
   if (const size_t n = heap_small_usable_size(p); MEMPOOL_LIKELY(n != 0)) return n;
   return usable_size_slow(p);
 }

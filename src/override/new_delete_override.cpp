@@ -115,10 +115,10 @@ std::size_t as_size(std::align_val_t alignment) noexcept {
 
 }  // namespace
 
-MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n) {
+MEMPOOL_HOT_ENTRY void* operator new(std::size_t n) {
   return new_default(n);
 }
-MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n) {
+MEMPOOL_HOT_ENTRY void* operator new[](std::size_t n) {
   return new_default(n);
 }
 MEMPOOL_ALLOCATION_ENTRY void* operator new(std::size_t n, const std::nothrow_t& /*tag*/) noexcept {
@@ -143,10 +143,10 @@ MEMPOOL_ALLOCATION_ENTRY void* operator new[](std::size_t n, std::align_val_t al
   return new_nothrow_slow(n, as_size(alignment));
 }
 
-MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p) noexcept {
+MEMPOOL_HOT_ENTRY void operator delete(void* p) noexcept {
   heap_free(p);
 }
-MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p) noexcept {
+MEMPOOL_HOT_ENTRY void operator delete[](void* p) noexcept {
   heap_free(p);
 }
 MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p, const std::nothrow_t& /*tag*/) noexcept {
@@ -157,10 +157,10 @@ MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p, const std::nothrow_t& /
 }
 // Sized: the size names the class, so the page map is not read (checked builds
 // verify it).
-MEMPOOL_ALLOCATION_ENTRY void operator delete(void* p, std::size_t n) noexcept {
+MEMPOOL_HOT_ENTRY void operator delete(void* p, std::size_t n) noexcept {
   heap_free_sized(p, n);
 }
-MEMPOOL_ALLOCATION_ENTRY void operator delete[](void* p, std::size_t n) noexcept {
+MEMPOOL_HOT_ENTRY void operator delete[](void* p, std::size_t n) noexcept {
   heap_free_sized(p, n);
 }
 // Aligned blocks may sit in a larger class than their size names: look them up.
