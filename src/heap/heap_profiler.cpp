@@ -32,6 +32,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,9 @@ extern "C" {
 extern const char __start_mempool_allocation_entry[] __attribute__((visibility("hidden")));
 extern const char __stop_mempool_allocation_entry[] __attribute__((visibility("hidden")));
 }
+
+// Weak, as in leak_check.cpp: a fully static program has no dynamic loader.
+#pragma weak dladdr
 
 namespace mempool::detail {
 
@@ -147,6 +151,30 @@ Weight weight_of(std::size_t n) noexcept {
   return {static_cast<std::uint64_t>(blocks * (1u << kCountShift) + 0.5),
           static_cast<std::uint64_t>(blocks * static_cast<double>(n) + 0.5)};
   // NOLINTEND(bugprone-incorrect-roundings)
+}
+
+// Whether libgcc's unwinder, under backtrace(), can run. In a fully static program it
+// cannot while glibc's start-up runs (_dl_non_dynamic_init allocates before the program's
+// own tables are known: the unwinder, and _dl_find_object itself, stop the process then),
+// and the leak check, or a profiler sampling at once, would unwind there. So a program
+// without a dynamic loader (AT_BASE 0) gets empty stacks until the constructors run; in any
+// other the loader has set everything up before the first allocation.
+constinit std::atomic<bool> g_unwinder_ready{false};
+
+__attribute__((constructor)) void unwinder_ready_by_now() noexcept {
+  g_unwinder_ready.store(true, std::memory_order_relaxed);
+}
+
+bool unwinder_ready() noexcept {
+  if (MEMPOOL_LIKELY(g_unwinder_ready.load(std::memory_order_relaxed))) return true;
+  if (::getauxval(AT_BASE) == 0) return false;
+  g_unwinder_ready.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+// backtrace(), or no frame while the unwinder cannot run yet.
+int capture_stack(void** frames, int most) noexcept {
+  return unwinder_ready() ? backtrace(frames, most) : 0;
 }
 
 bool in_allocator(const void* pc) noexcept {
@@ -394,7 +422,7 @@ void warm_up_unwinder() noexcept {
   ProfilerThread& t = tls_profiler;
   t.busy = true;
   void* frame[1];
-  backtrace(frame, 1);
+  capture_stack(frame, 1);
   t.busy = false;
 }
 
@@ -449,7 +477,7 @@ MEMPOOL_ALLOCATION_ENTRY void* allocate_tracked(std::size_t n, std::size_t align
   if (t.busy) return allocate_uncounted(n, alignment);
   t.busy = true;
   void* frames[kLeakDepth + kLeakSkipped];
-  const int depth = backtrace(frames, kLeakDepth + kLeakSkipped);
+  const int depth = capture_stack(frames, kLeakDepth + kLeakSkipped);
   const int skip = allocator_frames(frames, depth);
   void* p = allocate_uncounted(n, alignment);
   if (p != nullptr) {
@@ -481,7 +509,7 @@ MEMPOOL_ALLOCATION_ENTRY MEMPOOL_NOINLINE void* heap_allocate_sampled(
   cache.sample_countdown = next_interval(t);
   t.busy = true;
   void* frames[kMaxDepth + kMaxSkipped];
-  const int depth = backtrace(frames, kMaxDepth + kMaxSkipped);
+  const int depth = capture_stack(frames, kMaxDepth + kMaxSkipped);
   const int skip = allocator_frames(frames, depth);
   const std::size_t bytes = n == 0 ? 1 : n;
   void* p = kHardened ? hardened_allocate_large_block(bytes, alignment)
@@ -518,7 +546,7 @@ void record_free(std::uintptr_t start, const ProfileSite* site) noexcept {
   if (!f.writing.exchange(true, std::memory_order_acquire)) {
     f.start_inverted.store(0, std::memory_order_relaxed);
     void* frames[kFreedFrames + kLeakSkipped];
-    const int depth = backtrace(frames, kFreedFrames + kLeakSkipped);
+    const int depth = capture_stack(frames, kFreedFrames + kLeakSkipped);
     const int skip = allocator_frames(frames, depth);
     f.depth = depth - skip < kFreedFrames ? depth - skip : kFreedFrames;
     std::memcpy(f.frames, frames + skip, static_cast<std::size_t>(f.depth) * sizeof(void*));
@@ -554,7 +582,8 @@ bool heap_profiler_set_busy(bool busy) noexcept {
 
 namespace {
 
-// "    #0 0x55d0c1a2b3c4 function+0x1f (/path/to/object)", with what dladdr knows.
+// "    #0 0x55d0c1a2b3c4 function+0x1f (/path/to/object)", with what dladdr knows (weak,
+// leak_check.cpp: nothing where a fully static program has no dynamic loader).
 void write_frames(const char* title, void* const* frames, std::uint32_t depth) noexcept {
   ProfileWriter out(STDERR_FILENO);
   out.put("mempool: heap: ");
@@ -564,7 +593,7 @@ void write_frames(const char* title, void* const* frames, std::uint32_t depth) n
     const auto pc = reinterpret_cast<std::uintptr_t>(frames[i]) - 1;  // the call
     Dl_info info{};
     out.format("    #%u %#lx", i, pc);
-    if (::dladdr(address_as(pc), &info) != 0) {
+    if (&::dladdr != nullptr && ::dladdr(address_as(pc), &info) != 0) {
       if (info.dli_sname != nullptr) {
         out.put(" ");
         out.put(info.dli_sname);

@@ -64,6 +64,13 @@
 #include "page_map.hpp"
 #include "span.hpp"
 
+// The dynamic loader's lookups, weak: a fully static program (mempool::override linked
+// with -static) has no loader, and a reference would link glibc's static one, whose
+// dlopen warns at link time that it needs the shared glibc at run time. Null there:
+// names then come from addr2line alone (and the heap profiler's stacks stay numbers).
+#pragma weak dladdr
+#pragma weak dlsym
+
 extern "C" char** environ;
 
 namespace mempool::detail {
@@ -749,6 +756,7 @@ int find_object(dl_phdr_info* info, std::size_t, void* context) noexcept {
 // __cxa_demangle when the C++ runtime is loaded (the drop-in library does not link it).
 using Demangle = char* (*)(const char*, char*, std::size_t*, int*);
 Demangle find_demangle() noexcept {
+  if (&::dlsym == nullptr) return nullptr;  // weak (above): a fully static program
   return reinterpret_cast<Demangle>(::dlsym(RTLD_DEFAULT, "__cxa_demangle"));
 }
 
@@ -795,7 +803,8 @@ bool symbolize(const Scratch<Leak>& leaks, Names& names) noexcept {
       // nearest exported one) when there is one.
       const std::size_t begin = names.text.size();
       Dl_info info{};
-      if (::dladdr(address_as<void>(f.pc), &info) != 0 && info.dli_sname != nullptr) {
+      if (&::dladdr != nullptr && ::dladdr(address_as<void>(f.pc), &info) != 0 &&
+          info.dli_sname != nullptr) {
         int status = -1;
         char* demangled =
             demangle == nullptr ? nullptr : demangle(info.dli_sname, nullptr, nullptr, &status);

@@ -1,6 +1,7 @@
 // What programs and tools ask the C library about its heap, answered from
 // mempool's statistics (mempool::stats()) instead of glibc's unused arena:
-// mallinfo2 and mallinfo, malloc_info (glibc's XML) and malloc_stats. None of them
+// mallinfo2 and mallinfo, malloc_info (glibc's XML) and malloc_stats; and mallopt,
+// accepted and ignored. None of them
 // allocates; malloc_info writes through the caller's FILE, whose buffer stdio may
 // allocate (from mempool, no lock of the heap held).
 //
@@ -75,9 +76,10 @@ void write_malloc_info(const HeapStats& st, std::FILE* fp) noexcept {
   for (std::size_t i = 0; i < st.class_count; ++i) {
     const mempool::HeapClassStats& c = st.classes[i];
     const std::size_t free_blocks = c.blocks_in_thread_caches + c.blocks_in_central_cache;
-    if (c.spans != 0)
+    if (c.spans != 0) {
       std::fprintf(fp, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n", from,
                    c.block_size, free_blocks * c.block_size, free_blocks);
+    }
     from = c.block_size + 1;
   }
   std::fprintf(fp, "</sizes>\n<classes>\n");
@@ -156,6 +158,15 @@ int malloc_info(int options, FILE* fp) noexcept {
 // glibc's name for printing statistics on stderr: mempool's table.
 void malloc_stats(void) noexcept {
   mp_stats_print(stderr);
+}
+
+// glibc's tuning of its own arenas (M_ARENA_MAX, M_MMAP_THRESHOLD, ...), which mempool
+// does not have: accepted and ignored, 1 ("success") as glibc answers for a parameter
+// it does not know and tcmalloc for any. Defined so that a fully static program that
+// calls it links: libc.a's mallopt would bring glibc's whole malloc.o, whose malloc and
+// free then clash with these (docs/usage.md, "A fully static program").
+int mallopt(int /*param*/, int /*value*/) noexcept {
+  return 1;
 }
 
 }  // extern "C"

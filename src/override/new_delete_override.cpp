@@ -35,6 +35,12 @@ __attribute__((weak)) void __cxa_end_catch();
 }
 // The personality routine is the compiler's own reference, made weak here.
 __asm__(".weak __gxx_personality_v0");
+// The dynamic loader's lookups too: a fully static program has none, and a weak
+// reference brings nothing in; there the runtime is linked in, or not at all. (dlopen is
+// not named at all, but found through dlsym: libc.a's warns at link time, wherever it
+// is referenced, that it needs the shared glibc at run time.)
+#pragma weak dlsym
+#pragma weak dlclose
 
 using namespace mempool::detail;
 
@@ -46,9 +52,13 @@ namespace {
 template <typename F>
 F runtime_function(F weak, const char* name, const char* libcxx_name) noexcept {
   if (weak != nullptr) return weak;
+  if (&::dlsym == nullptr) return nullptr;  // a fully static program
   void* f = ::dlsym(RTLD_DEFAULT, name);
   if (f == nullptr) f = ::dlsym(RTLD_DEFAULT, libcxx_name);
-  if (void* runtime = f == nullptr ? ::dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD) : nullptr;
+  using Dlopen = void* (*)(const char*, int);
+  const auto open =
+      f == nullptr ? reinterpret_cast<Dlopen>(::dlsym(RTLD_DEFAULT, "dlopen")) : nullptr;
+  if (void* runtime = open != nullptr ? open("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD) : nullptr;
       runtime != nullptr) {
     f = ::dlsym(runtime, name);
     ::dlclose(runtime);  // loaded by another: this only drops the reference NOLOAD took

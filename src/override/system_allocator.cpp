@@ -10,8 +10,11 @@
 #include "../heap/span.hpp"  // address_as
 #include "mempool/detail/platform.hpp"
 
-// glibc's own free, still in libc.
-extern "C" void __libc_free(void* p) noexcept;  // NOLINT(readability-identifier-naming)
+// glibc's own free, still in libc. Weak: a fully static program links no malloc of
+// glibc's (a reference would bring libc.a's malloc.o, whose malloc and free clash with
+// mempool's), so it has no glibc block either, and the address is null.
+extern "C" void __libc_free(void* p) noexcept  // NOLINT(readability-identifier-naming)
+    __attribute__((weak));
 
 namespace mempool::detail {
 
@@ -113,6 +116,7 @@ bool is_mapped_chunk(std::uintptr_t chunk, const ChunkHeader* h) noexcept {
 }  // namespace
 
 bool system_owns(const void* p) noexcept {
+  if (&__libc_free == nullptr) return false;  // a fully static program: no glibc heap
   const auto block = reinterpret_cast<std::uintptr_t>(p);
   if (block % 16 != 0 || block < page_size()) return false;
   const std::uintptr_t chunk = block - sizeof(ChunkHeader);

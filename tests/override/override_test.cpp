@@ -1,9 +1,12 @@
-// mempool as the process's malloc and operator new. The same tests run twice:
-// override_preload_test under LD_PRELOAD=libmempool-malloc.so (the binary knows
-// nothing of mempool and finds mp_owns with dlsym), and override_linked_test
-// linked with mempool::override (MEMPOOL_TEST_LINKED).
+// mempool as the process's malloc and operator new. The same tests run in three
+// programs: override_preload_test under LD_PRELOAD=libmempool-malloc.so (the binary
+// knows nothing of mempool and finds mp_owns with dlsym), override_linked_test linked
+// with mempool::override (MEMPOOL_TEST_LINKED), and override_static_test, linked so
+// too and fully static (-static, MEMPOOL_TEST_STATIC: no dynamic loader, and glibc's
+// malloc not linked at all).
 #include <dlfcn.h>
 #include <malloc.h>
+#include <sys/auxv.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -338,6 +341,7 @@ TEST(Override, ForkWhileThreadsAllocate) {
     t.join();
 }
 
+#ifndef MEMPOOL_TEST_STATIC  // a static program loads no library, and has no glibc heap
 // Blocks cross the boundary of a library loaded and unloaded 50 times.
 TEST(Override, DlopenedLibraryAllocatesAcrossTheBoundary) {
   for (int i = 0; i < 50; ++i) {
@@ -392,6 +396,27 @@ TEST(Override, SystemAllocatorBlocksGoBackToIt) {
   EXPECT_TRUE(mempool_owns(moved));  // realloc moves it over to mempool
   EXPECT_EQ(first_mismatch(moved, 300, 11), kNoMismatch);
   std::free(moved);
+}
+#endif
+
+// mallopt is mempool's, beside malloc: glibc's tunes an arena nobody allocates from, and
+// a static link of it would bring glibc's whole malloc. Accepted and ignored; blocks stay
+// mempool's. (And override_static_test is what it claims: no dynamic loader.)
+TEST(Override, MalloptIsAcceptedAndIgnored) {
+#ifdef MEMPOOL_TEST_STATIC
+  EXPECT_EQ(::getauxval(AT_BASE), 0u);
+#else
+  Dl_info of_mallopt{};
+  Dl_info of_malloc{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&mallopt), &of_mallopt), 0);
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&malloc), &of_malloc), 0);
+  EXPECT_STREQ(of_mallopt.dli_fname, of_malloc.dli_fname);
+#endif
+  EXPECT_EQ(mallopt(M_MMAP_THRESHOLD, 0), 1);
+  EXPECT_EQ(mallopt(M_ARENA_MAX, 1), 1);
+  void* p = std::malloc(std::size_t{1} << 20);
+  EXPECT_TRUE(mempool_owns(p));
+  std::free(p);
 }
 
 // ---- What tools ask: mallinfo2, mallinfo, malloc_info, malloc_stats -----------
