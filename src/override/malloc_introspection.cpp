@@ -1,9 +1,9 @@
 // What programs and tools ask the C library about its heap, answered from
 // mempool's statistics (mempool::stats()) instead of glibc's unused arena:
 // mallinfo2 and mallinfo, malloc_info (glibc's XML) and malloc_stats; and mallopt,
-// accepted and ignored. None of them
-// allocates; malloc_info writes through the caller's FILE, whose buffer stdio may
-// allocate (from mempool, no lock of the heap held).
+// accepted and ignored. None of them allocates; malloc_info writes through the
+// caller's FILE, whose buffer stdio may allocate (from mempool, no lock of the heap
+// held).
 //
 // mallinfo2's fields (glibc's meaning, then mempool's numbers):
 //   arena     memory the allocator holds in its heap: bytes mapped for the page
