@@ -1,6 +1,6 @@
 // A fully static program (-static) linked with mempool::override that uses nothing of
 // libstdc++ but operator new and a catch. With no argument: its new must still throw
-// std::bad_alloc and its nothrow new answer nullptr (src/override/linked_cxx_runtime.cpp),
+// std::bad_alloc and its nothrow new answer nullptr (CMakeLists.txt asks for the runtime's),
 // where a weak reference alone would find no runtime linked and stop the process. With
 // "leak": one block of 5000 bytes left behind, for the leak check to report with its stack
 // (the unwinder cannot run during glibc's static start-up: heap_profiler.cpp).
