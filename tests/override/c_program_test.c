@@ -1,5 +1,6 @@
-/* A C program under the drop-in library (LD_PRELOAD): the library must not bring
- * the C++ runtime into it (docs/architecture.md, "The drop-in library"), and
+/* A C program under the drop-in library (LD_PRELOAD), or with mempool::override linked
+ * in (override_c_linked): neither must bring the C++ runtime into it
+ * (docs/architecture.md, "The drop-in library"), and
  * operator new must still work when a C++ library is loaded later with dlopen,
  * its new-handler and std::bad_alloc included, reached only through dlsym, and
  * the nothrow form must answer nullptr.
