@@ -192,7 +192,9 @@ void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, s
 // max_grown_slots. Otherwise nobody took them since: half as many (down to max_slots),
 // and the batches past that go to their spans, so a class the program stopped using
 // goes back to 64 KiB of batches. (One more or one fewer at a time did not keep up:
-// xmalloc with 4 threads each way ran as slowly as with a fixed 64 KiB.)
+// xmalloc with 4 threads each way ran as slowly as with a fixed 64 KiB.) A known limit:
+// in one burst of frees with no allocation between them, the insert after a doubling
+// finds nothing missed and halves the limit again (docs/architecture.md, "Planned").
 void CentralCache::resize_slots(Class& k, std::size_t c, Span** empty) noexcept {
   const HeapClassInfo& info = kHeapClasses[c];
   if (k.slot_limit < info.max_slots) {  // the class's first batches
