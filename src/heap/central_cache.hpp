@@ -3,7 +3,9 @@
 // lock. Full batches that threads give back are kept whole (64 KiB a class, up to
 // 512 KiB while threads run out of them: resize_slots; 1 MiB for blocks of 64 KiB and
 // more: class_info.hpp) so the next thread that needs
-// one takes it in O(1): this is what keeps the producer/consumer pattern fast. Other
+// one takes it in O(1): this is what keeps the producer/consumer pattern fast (with the
+// blocks' addresses beside it, so that a thread taking a batch another thread freed asks
+// for all their lines at once: prefetch_kept_batch). Other
 // blocks go back to their spans. A small span whose blocks have all come back is kept
 // empty for the class's next span (keep_empty), else it goes back to the page heap.
 #pragma once
@@ -49,10 +51,14 @@ class CentralCache {
   static constexpr std::size_t kKeptEmptySpanMaxBytes = std::size_t{16} << 10;
 
   // Up to `want` blocks of class c, as a nullptr-terminated chain in *first;
-  // returns how many (0 when the OS refuses memory).
-  std::size_t remove_range(std::size_t c, std::size_t want, FreeBlock** first) noexcept;
-  // Takes back `count` blocks of class c linked from `first`.
-  void insert_range(std::size_t c, FreeBlock* first, std::size_t count) noexcept;
+  // returns how many (0 when the OS refuses memory). `taker`: the calling thread's
+  // cache (kept batches another thread gave back are prefetched for it), or nullptr.
+  std::size_t remove_range(std::size_t c, std::size_t want, FreeBlock** first,
+                           const void* taker = nullptr) noexcept;
+  // Takes back `count` blocks of class c linked from `first`. `blocks`: their addresses
+  // in chain order, or nullptr; `giver`: the calling thread's cache, or nullptr.
+  void insert_range(std::size_t c, FreeBlock* first, std::size_t count,
+                    FreeBlock* const* blocks = nullptr, const void* giver = nullptr) noexcept;
   // Returns every kept batch to its spans, and every kept empty span to the page heap
   // (collect(), the memory limit).
   void drain() noexcept;
@@ -74,6 +80,13 @@ class CentralCache {
   // locked: the carve pointer moves under the lock.
   [[nodiscard]] bool carved_block(std::size_t c, const void* p) const noexcept;
   [[nodiscard]] CentralClassCounts counts(std::size_t c) const noexcept;
+  // Tests: how many of class c's kept batches have their blocks' addresses kept beside
+  // them, and whether each such list names exactly its batch's chain, in order.
+  struct IndexedBatches {
+    std::size_t indexed = 0;
+    bool all_match = true;
+  };
+  [[nodiscard]] IndexedBatches indexed_batches(std::size_t c) const noexcept;
 
   // fork(): every lock, in class order.
   void lock_all() noexcept;
@@ -88,6 +101,11 @@ class CentralCache {
     std::uint32_t slot_limit = 0;
     bool batch_missed = false;  // a batch was asked for and none was kept
     FreeBlock* batches[kMaxCentralSlots] = {};
+    // Beside each kept batch, one row of 1 + batch words: the giver (the thread cache
+    // that gave it back; nullptr: the row is not filled) and the addresses of its blocks
+    // in chain order. From the metadata arena when the class first keeps a batch,
+    // max_grown_slots rows; nullptr if that failed (batches then go unprefetched).
+    const void** rows = nullptr;
     SpanList nonempty;  // spans with a free block (allocated < capacity)
     // Spans whose blocks all came back, reset to be carved again from their start
     // (newest first; free_since says since when).
@@ -99,6 +117,9 @@ class CentralCache {
   };
 
   static Span* new_span(std::size_t c) noexcept;
+  static void make_rows(Class& k, std::size_t c) noexcept;
+  static void prefetch_kept_batch(const Class& k, std::size_t c, std::uint32_t slot,
+                                  const void* taker) noexcept;
   static void prefetch_listed_blocks(const Span* s, std::size_t taken) noexcept;
   // Returns blocks to their spans; spans that become empty are kept (keep_empty) or
   // chained through `next` on *empty for the caller to free after unlocking.

@@ -14,6 +14,9 @@
 
 namespace mempool::detail {
 
+// The most blocks a batch has (the smallest classes').
+inline constexpr std::uint32_t kHeapMaxBatch = 64;
+
 struct HeapClassInfo {
   std::uint32_t size = 0;
   std::uint32_t batch = 0;        // blocks per transfer: 64 KiB worth, between 2 and 64
@@ -37,7 +40,8 @@ constexpr HeapClassInfo make_heap_class_info(std::size_t c) noexcept {
   if (c == 0) return info;
   const std::size_t size = heap_class_bytes(c);
   info.size = static_cast<std::uint32_t>(size);
-  info.batch = static_cast<std::uint32_t>(std::clamp<std::size_t>(64 * 1024 / size, 2, 64));
+  info.batch =
+      static_cast<std::uint32_t>(std::clamp<std::size_t>(64 * 1024 / size, 2, kHeapMaxBatch));
   info.least_fetch =
       static_cast<std::uint32_t>(std::clamp<std::size_t>(1024 / size, 1, info.batch));
   // At least 8 KiB and 8 blocks per span, and 32 blocks where that stays within 16 KiB,

@@ -193,17 +193,21 @@ void ThreadCache::set_max(std::size_t c, std::uint32_t max) noexcept {
 void ThreadCache::release(std::size_t c, std::size_t n) noexcept {
   const std::size_t batch = kHeapClasses[c].batch;
   std::uint32_t left = count(c);
+  // The blocks' addresses, noted on the walk that finds the batch's end: kept whole, the
+  // batch keeps them beside it for the thread that takes it (prefetch_kept_batch).
+  FreeBlock* blocks[kHeapMaxBatch];
   while (n > 0) {
     const std::size_t take = n < batch ? n : batch;
     FreeBlock* first = heads[c];
     FreeBlock* last = first;
+    blocks[0] = first;
     for (std::size_t i = 1; i < take; ++i)
-      last = heap_checked_next(last, key());
+      blocks[i] = last = heap_checked_next(last, key());
     heads[c] = heap_checked_next(last, key());
     heap_set_next(last, nullptr, key());  // batches travel as nullptr-terminated chains
     left -= static_cast<std::uint32_t>(take);
     set_count(c, left);
-    g_central_cache.insert_range(c, first, take);
+    g_central_cache.insert_range(c, first, take, blocks, this);
     n -= take;
   }
 }
@@ -234,7 +238,7 @@ void* ThreadCache::refill(std::size_t c) noexcept {
   grow(c, std::min(max, class_cap(c, budget_)));
   const std::size_t want = maxes[c] < batch ? (maxes[c] == 0 ? 1 : maxes[c]) : batch;
   FreeBlock* first = nullptr;
-  const std::size_t got = g_central_cache.remove_range(c, want, &first);
+  const std::size_t got = g_central_cache.remove_range(c, want, &first, this);
   if (got == 0) return nullptr;
   heads[c] = heap_next(first, key());  // the central cache checked the chain
   hand_out_first(first);

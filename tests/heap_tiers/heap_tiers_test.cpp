@@ -550,6 +550,43 @@ namespace {
 // A large class may not fill the thread cache's budget on its own: after rounds
 // that would grow its list (slow start, then whole batches), the calling thread
 // still caches at most an eighth of the budget of it.
+// A thread that gives whole batches back notes their blocks' addresses on the way
+// (ThreadCache::release), and a kept batch keeps them beside it for the thread that takes
+// it next (prefetch_kept_batch). The prefetch itself changes nothing a test can see; what
+// could go wrong is a row naming other blocks than its batch's, or none being noted.
+TEST(HeapCentralCache, KeptBatchesKeepTheirBlocksAddressesInChainOrder) {
+  constexpr std::size_t kBytes = 48;
+  const std::size_t c = heap_class_of(kBytes);
+  const HeapClassInfo& info = kHeapClasses[c];
+  g_central_cache.drain();
+  std::vector<void*> blocks(20 * info.batch);
+  std::thread([&] {
+    for (void*& p : blocks)
+      p = mempool::allocate(kBytes);
+    for (void* p : blocks)
+      mempool::deallocate(p, kBytes);
+  }).join();  // its exit gives every block back, in batches
+  const std::size_t kept = g_central_cache.counts(c).blocks_in_batches / info.batch;
+  ASSERT_GT(kept, 0u) << "no batch kept: the test shows nothing";
+  const CentralCache::IndexedBatches rows = g_central_cache.indexed_batches(c);
+  EXPECT_EQ(rows.indexed, kept) << "a kept batch without its blocks' addresses";
+  EXPECT_TRUE(rows.all_match) << "a row names other blocks than its batch's chain";
+
+  // Given back by the central cache's own callers (no thread, no addresses): not indexed,
+  // and a taken batch is a nullptr-terminated chain of its blocks as before.
+  FreeBlock* first = nullptr;
+  ASSERT_EQ(g_central_cache.remove_range(c, info.batch, &first, &blocks), info.batch);
+  std::size_t n = 0;
+  for (FreeBlock* b = first; b != nullptr; b = heap_next(b, heap_link_key()))
+    ++n;
+  EXPECT_EQ(n, info.batch);
+  g_central_cache.insert_range(c, first, info.batch);
+  EXPECT_EQ(g_central_cache.indexed_batches(c).indexed, kept - 1);
+  EXPECT_TRUE(g_central_cache.indexed_batches(c).all_match);
+  g_central_cache.drain();
+  EXPECT_EQ(g_central_cache.indexed_batches(c).indexed, 0u);
+}
+
 TEST(HeapThreadCache, ALargeClassTakesAtMostAnEighthOfTheBudget) {
   constexpr std::size_t kSize = 200 * 1024;
   const std::size_t c = heap_class_of(kSize);
