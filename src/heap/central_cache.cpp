@@ -81,7 +81,8 @@ void CentralCache::prefetch_listed_blocks(const Span* s, std::size_t taken) noex
 // a batch; the class locked (the metadata arena's lock comes after the classes', as at fork).
 void CentralCache::make_rows(Class& k, std::size_t c) noexcept {
   const HeapClassInfo& info = kHeapClasses[c];
-  static_assert(kMaxCentralSlots * (kHeapMaxBatch + 1) * sizeof(void*) <= MetadataArena::kMaxBytes);
+  static_assert(std::size_t{kMaxCentralSlots} * (kHeapMaxBatch + 1) * sizeof(void*) <=
+                MetadataArena::kMaxBytes);
   k.rows = static_cast<const void**>(
       g_metadata.allocate(std::size_t{info.max_grown_slots} * (info.batch + 1) * sizeof(void*)));
 }
