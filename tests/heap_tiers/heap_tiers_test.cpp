@@ -541,15 +541,6 @@ TEST(HeapCentralCache, KeptBatchesGrowWhenAThreadFoundNoneAndShrinkWhenNotTaken)
   g_central_cache.drain();
 }
 
-}  // namespace
-}  // namespace mempool::detail
-
-namespace mempool::detail {
-namespace {
-
-// A large class may not fill the thread cache's budget on its own: after rounds
-// that would grow its list (slow start, then whole batches), the calling thread
-// still caches at most an eighth of the budget of it.
 // A thread that gives whole batches back notes their blocks' addresses on the way
 // (ThreadCache::release), and a kept batch keeps them beside it for the thread that takes
 // it next (prefetch_kept_batch). The prefetch itself changes nothing a test can see; what
@@ -572,8 +563,9 @@ TEST(HeapCentralCache, KeptBatchesKeepTheirBlocksAddressesInChainOrder) {
   EXPECT_EQ(rows.indexed, kept) << "a kept batch without its blocks' addresses";
   EXPECT_TRUE(rows.all_match) << "a row names other blocks than its batch's chain";
 
-  // Given back by the central cache's own callers (no thread, no addresses): not indexed,
-  // and a taken batch is a nullptr-terminated chain of its blocks as before.
+  // Taken by another taker than the giver (prefetched: a nullptr-terminated chain of its
+  // blocks as before), then given back without addresses (the central cache's own callers):
+  // that batch has no row.
   FreeBlock* first = nullptr;
   ASSERT_EQ(g_central_cache.remove_range(c, info.batch, &first, &blocks), info.batch);
   std::size_t n = 0;
@@ -587,6 +579,15 @@ TEST(HeapCentralCache, KeptBatchesKeepTheirBlocksAddressesInChainOrder) {
   EXPECT_EQ(g_central_cache.indexed_batches(c).indexed, 0u);
 }
 
+}  // namespace
+}  // namespace mempool::detail
+
+namespace mempool::detail {
+namespace {
+
+// A large class may not fill the thread cache's budget on its own: after rounds
+// that would grow its list (slow start, then whole batches), the calling thread
+// still caches at most an eighth of the budget of it.
 TEST(HeapThreadCache, ALargeClassTakesAtMostAnEighthOfTheBudget) {
   constexpr std::size_t kSize = 200 * 1024;
   const std::size_t c = heap_class_of(kSize);
