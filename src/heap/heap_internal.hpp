@@ -281,8 +281,8 @@ MEMPOOL_ALWAYS_INLINE void* heap_realloc_small_move(void* p, std::size_t size, S
     if (MEMPOOL_LIKELY(t.room(c) > 0 &&
                        b->byte_at(kHeapFreeMarkOffset) != static_cast<std::uint8_t>(t.key()))) {
       __builtin_memcpy(q, p, 16);
-      heap_link_free(b, t.heads[c], t.key());
-      t.heads[c] = b;
+      heap_link_free(b, t.head(c), t.key());
+      t.set_head(c, b);
       t.set_room(c, t.room(c) - 1);
       if (n <= 16) return q;
       return static_cast<char*>(__builtin_memcpy(static_cast<char*>(q) + 16,

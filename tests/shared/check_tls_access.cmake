@@ -2,12 +2,14 @@
 #
 # How the drop-ins' entry points reach the thread cache (MEMPOOL_TLS_POINTER,
 # include/mempool/detail/heap_thread_cache.hpp): `prefix`, the default, puts %fs: on the
-# list accesses themselves (%fs:(%rax,%rsi,8)); `pointer` takes the thread pointer once
+# accesses themselves, the list heads' as %fs:(register) with the class already added in
+# (ThreadCache::head), never %fs:(%rax,%rsi,8); `pointer` takes the thread pointer once
 # (%fs:0x0) and addresses the cache through a register, so that no access to a
-# thread-local carries the prefix. The prefix was 2 ns a pair slower on an Intel Xeon and
-# the pointer 8-11% slower on an AMD EPYC (docs/performance.md, "On Intel"): the package
-# ships both, and this fails when one of them is built the other way (the option lost on
-# its way to the variant's objects, or the compiler folding the address back).
+# thread-local carries the prefix. A head addressed with the prefix and an index cost 3 ns
+# a pair on an Intel Xeon, and the pointer was 8-11% slower on an AMD EPYC
+# (docs/performance.md, "On Intel"): this fails when a library is built the other way
+# (the option lost on its way to the variant's objects, the compiler folding the address
+# back, or a hit path reading a head as t.heads[c]).
 include(${CMAKE_CURRENT_LIST_DIR}/read_tool.cmake)
 set(functions malloc free _Znwm _ZdlPv)
 list(JOIN functions ", " function_names)
@@ -19,6 +21,7 @@ foreach(entry IN LISTS LIBRARIES)
   set(lib "${CMAKE_MATCH_1}")
   set(mode "${CMAKE_MATCH_2}")
   set(prefixed "")
+  set(indexed_heads "")
   foreach(function IN LISTS functions)
     read_tool(code ${OBJDUMP} -d --no-show-raw-insn --disassemble=${function} ${lib})
     if(NOT code MATCHES "<${function}>:")
@@ -31,6 +34,10 @@ foreach(entry IN LISTS LIBRARIES)
       if(line MATCHES "%fs:" AND NOT line MATCHES "%fs:0x(0|28)(,|$)")
         string(STRIP "${line}" line)
         list(APPEND prefixed "${function}: ${line}")
+        # An 8-byte-scaled index: the heads (the rooms are 4 bytes, scaled by 4).
+        if(line MATCHES "%fs:[^ ]*\\(%r[a-z0-9]+,%r[a-z0-9]+,8\\)")
+          list(APPEND indexed_heads "${function}: ${line}")
+        endif()
       endif()
     endforeach()
   endforeach()
@@ -42,6 +49,10 @@ foreach(entry IN LISTS LIBRARIES)
   elseif(mode STREQUAL "prefix" AND n EQUAL 0)
     message(FATAL_ERROR "${lib} should put %fs: on its thread-cache accesses (the default "
       "build), but has none in ${function_names}")
+  elseif(mode STREQUAL "prefix" AND indexed_heads)
+    list(JOIN indexed_heads "\n  " shown)
+    message(FATAL_ERROR "${lib} addresses list heads with %fs: and an index register "
+      "(ThreadCache::head addresses them as %fs:(register)):\n  ${shown}")
   endif()
   message(STATUS "${lib}: ${mode}, ${n} %fs:-prefixed accesses in ${function_names}")
 endforeach()
