@@ -152,13 +152,13 @@ class MEMPOOL_API ThreadCache {
   // thread's cache. The default build on x86-64 addresses it as %fs:(register), the
   // register holding the head's offset from the thread pointer (the cache's, from its GOT
   // entry, plus 8c), where the compiler writes %fs:(offset,c,8): a segment base and an
-  // index in one address. On an Intel Xeon of family 6 model 207 a free's store of the
-  // head and the next malloc's load of it, so addressed, are what bounds a malloc/free
-  // loop: malloc(16), a one-byte write and free took 10.0 [9.4-10.7] ns a pair with the
-  // compiler's address and 6.8 [6.1-9.2] with the register, tcmalloc 6.6 [5.9-8.2]
-  // (docs/performance.md, "On Intel"). The segment alone or the index alone runs as fast
-  // (the TLS-pointer build keeps the index); the room counters' accesses measured alike
-  // either way and stay the compiler's.
+  // index register in one address. On an Intel Xeon of family 6 model 207 those accesses,
+  // a free's store of the head and the next malloc's load of it, bound a malloc/free loop:
+  // mempool-bench compare's 4-byte pair took 12.5 [11.1-15.9] ns with the compiler's
+  // address and 9.7 [9.2-14.9] with the register, the segment alone (here) or the index
+  // alone (the TLS-pointer build) as fast (docs/performance.md, "On Intel"). Two
+  // instructions more a call (the GOT load and a lea); the room counters' accesses keep
+  // the compiler's address, which measured the same either way.
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE FreeBlock* head(std::size_t c) const noexcept {
 #if MEMPOOL_TLS_HEAD_REGISTER
     FreeBlock* b;
@@ -229,8 +229,8 @@ class MEMPOOL_API ThreadCache {
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t head_offset(std::size_t c) const noexcept {
     std::uintptr_t cache;
     __asm__("movq _ZN7mempool6detail16tls_thread_cacheE@gottpoff(%%rip), %0" : "=r"(cache));
-    return cache + (reinterpret_cast<std::uintptr_t>(&heads[c]) -
-                    reinterpret_cast<std::uintptr_t>(this));
+    return cache +
+           (reinterpret_cast<std::uintptr_t>(&heads[c]) - reinterpret_cast<std::uintptr_t>(this));
   }
 #endif
   bool activate() noexcept;
@@ -259,16 +259,15 @@ class MEMPOOL_API ThreadCache {
 MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_TLS_MODEL;
 
 // The calling thread's cache, which the hit paths address the lists through. By
-// default GCC puts a %fs: prefix on every access to them; with MEMPOOL_TLS_POINTER=1 the
-// cache's address is taken once (%fs:0 plus the variable's offset) and hidden from the
-// compiler by an empty asm, so that it cannot fold it back into %fs:-relative
-// addresses. Which is faster depends on the core (docs/performance.md, "On Intel";
-// medians [min-max] of interleaved rounds): malloc(16), a one-byte write and free took
-// 8.97 [8.47-10.62] ns with the prefix and 6.65 [6.32-9.71] without it on an Intel Xeon of
-// family 6 model 207 (tcmalloc 7.12), but mempool-bench compare's 4-byte pair 5.66
-// [5.50-5.76] with it and 6.12 [6.01-6.30] without on an AMD EPYC of family 26 model 2.
-// The pointer costs one or two instructions a call. Both are shipped: the default
-// drop-in, and libmempool-malloc-tls-pointer.so built with the option.
+// default its accesses carry a %fs: prefix (the list heads' as %fs:(register),
+// ThreadCache::head); with MEMPOOL_TLS_POINTER=1 the cache's address is taken once (%fs:0
+// plus the variable's offset) and hidden from the compiler by an empty asm, so that it
+// cannot fold it back into %fs:-relative addresses. On an AMD EPYC of family 26 model 2
+// the prefix was the faster (mempool-bench compare's 4-byte pair 5.66 [5.50-5.76] ns
+// against 6.12 [6.01-6.30], medians [min-max] of interleaved rounds), before the heads
+// were addressed through a register; on an Intel Xeon of family 6 model 207 the two now
+// run alike (docs/performance.md, "On Intel"). Both are shipped: the default drop-in, and
+// libmempool-malloc-tls-pointer.so built with the option.
 MEMPOOL_ALWAYS_INLINE ThreadCache& this_thread_cache() noexcept {
   if constexpr (kTlsPointer) {
     ThreadCache* t = &tls_thread_cache;
