@@ -78,9 +78,9 @@ MEMPOOL_ALWAYS_INLINE void heap_set_next(FreeBlock* b, FreeBlock* next,
 inline constexpr std::size_t kHeapFreeMarkOffset = sizeof(void*);
 static_assert(heap_class_bytes(1) >= kHeapFreeMarkOffset + sizeof(void*));
 
-// Whether the hit paths reach a list head as %fs:(register) (ThreadCache::head): not
-// under a sanitizer (GCC's macros; Clang's __has_feature), whose instrumentation sees
-// only the plain access.
+// Whether the hit paths reach a list head as %fs:(register) (ThreadCache::head): on
+// x86-64 (not x32, whose GOT entries are 4 bytes), not under a sanitizer (GCC's macros;
+// Clang's __has_feature), whose instrumentation sees only the plain access.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MEMPOOL_SANITIZED_BUILD 1
 #elif defined(__has_feature)
@@ -89,7 +89,8 @@ static_assert(heap_class_bytes(1) >= kHeapFreeMarkOffset + sizeof(void*));
 #define MEMPOOL_SANITIZED_BUILD 1
 #endif
 #endif
-#if defined(__x86_64__) && !MEMPOOL_TLS_POINTER_BUILD && !defined(MEMPOOL_SANITIZED_BUILD)
+#if defined(__x86_64__) && !defined(__ILP32__) && !MEMPOOL_TLS_POINTER_BUILD && \
+    !defined(MEMPOOL_SANITIZED_BUILD)
 #define MEMPOOL_TLS_HEAD_REGISTER 1
 #else
 #define MEMPOOL_TLS_HEAD_REGISTER 0
