@@ -226,7 +226,9 @@ class MEMPOOL_API ThreadCache {
  private:
 #if MEMPOOL_TLS_HEAD_REGISTER
   // heads[c]'s offset from the thread pointer. The cache's own offset is what the
-  // compiler's %fs: accesses load from the GOT (a program's linker makes it a constant).
+  // compiler's %fs: accesses load from the GOT (a program's linker makes it a constant);
+  // the asm names tls_thread_cache by its mangled name, so a rename must change it here
+  // (every build then fails to link until it does).
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t head_offset(std::size_t c) const noexcept {
     std::uintptr_t cache;
     __asm__("movq _ZN7mempool6detail16tls_thread_cacheE@gottpoff(%%rip), %0" : "=r"(cache));
