@@ -171,7 +171,8 @@ class MEMPOOL_API ThreadCache {
   }
   MEMPOOL_ALWAYS_INLINE void set_head(std::size_t c, FreeBlock* b) noexcept {
 #if MEMPOOL_TLS_HEAD_REGISTER
-    __asm__("movq %1, %%fs:(%2)" : "=m"(heads[c]) : "r"(b), "r"(head_offset(c)));
+    // volatile: a store, which the compiler must never drop as an output nobody reads.
+    __asm__ volatile("movq %1, %%fs:(%2)" : "=m"(heads[c]) : "r"(b), "r"(head_offset(c)));
 #else
     heads[c] = b;
 #endif
