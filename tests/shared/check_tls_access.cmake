@@ -34,8 +34,9 @@ foreach(entry IN LISTS LIBRARIES)
       if(line MATCHES "%fs:" AND NOT line MATCHES "%fs:0x(0|28)(,|$)")
         string(STRIP "${line}" line)
         list(APPEND prefixed "${function}: ${line}")
-        # An 8-byte-scaled index: the heads (the rooms are 4 bytes, scaled by 4).
-        if(line MATCHES "%fs:[^ ]*\\(%r[a-z0-9]+,%r[a-z0-9]+,8\\)")
+        # An 8-byte-scaled index, with or without a base: the heads (the rooms are 4
+        # bytes, scaled by 4).
+        if(line MATCHES "%fs:[^ ]*\\(%?[a-z0-9]*,%r[a-z0-9]+,8\\)")
           list(APPEND indexed_heads "${function}: ${line}")
         endif()
       endif()
