@@ -20,9 +20,19 @@ bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
     if (huge_pages_) os_advise_huge_pages(memory, sizeof(Leaf), true);
     root_[i].store(static_cast<Leaf*>(memory), std::memory_order_release);
     leaves_.fetch_add(1, std::memory_order_relaxed);
-    hot_.store(hot_word(reinterpret_cast<std::uintptr_t>(memory), i), std::memory_order_release);
+    // The first leaf is hot until make_hot names another: the unset word's shortcut
+    // reads below 2 MiB for the pointers of its root index (page_map.hpp).
+    if (hot_.load(std::memory_order_relaxed) == kHotUnset) make_hot(i << kLeafBits);
   }
   return true;
+}
+
+void PageMap::make_hot(std::uintptr_t page) noexcept {
+  const std::uintptr_t i = page >> kLeafBits;
+  const Leaf* leaf = root_[i].load(std::memory_order_relaxed);
+  // Release: a reader that takes the shortcut sees the leaf as ensure() mapped it.
+  if (leaf != nullptr)
+    hot_.store(hot_word(reinterpret_cast<std::uintptr_t>(leaf), i), std::memory_order_release);
 }
 
 void PageMap::use_huge_pages() noexcept {

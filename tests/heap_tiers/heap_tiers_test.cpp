@@ -113,10 +113,10 @@ TEST(HeapPageMap, FindsEveryPageOfASpanAndNothingElse) {
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start)), nullptr);
 }
 
-// Lookups in the newest leaf take the shortcut (no root load); the others go
+// Lookups in the hot leaf take the shortcut (no root load); the others go
 // through the root. Both must agree, and the shortcut must not answer for
 // another leaf's range, nor for addresses below 2 GiB (root index 0).
-TEST(HeapPageMap, NewestLeafAndOlderLeavesAgree) {
+TEST(HeapPageMap, HotLeafAndOtherLeavesAgree) {
   const std::uintptr_t leaf_span = std::uintptr_t{1} << (PageMap::kLeafBits + kHeapPageShift);
   const std::uintptr_t older = std::uintptr_t{0x6000'0000'0000} >> kHeapPageShift;
   const std::uintptr_t newer = (std::uintptr_t{0x6000'0000'0000} + leaf_span) >> kHeapPageShift;
@@ -128,22 +128,66 @@ TEST(HeapPageMap, NewestLeafAndOlderLeavesAgree) {
   b.pages = 1;
   g_page_heap.lock();
   ASSERT_TRUE(g_page_map.ensure(older, 1));
-  ASSERT_TRUE(g_page_map.ensure(newer, 1));  // the newest leaf: the shortcut's
+  ASSERT_TRUE(g_page_map.ensure(newer, 1));
   g_page_map.set(older, &a);
   g_page_map.set(newer, &b);
   g_page_heap.unlock();
-  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start + 100)), &a);
-  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start + 100)), &b);
-  // Same page offset within each leaf, other leaf: the entries stay apart.
-  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start + kHeapPageSize)), nullptr);
-  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start + leaf_span * 2)), nullptr);
-  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(std::uintptr_t{0x1000})), nullptr);
+  void* const hot_before = mempool::allocate(64);  // in the heap's own hot leaf
+  for (const std::uintptr_t hot : {newer, older}) {
+    g_page_heap.lock();
+    g_page_map.make_hot(hot);
+    g_page_heap.unlock();
+    EXPECT_TRUE(g_page_map.is_hot(reinterpret_cast<void*>(hot << kHeapPageShift)));
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start + 100)), &a);
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start + 100)), &b);
+    // Same page offset within each leaf, other leaf: the entries stay apart.
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start + kHeapPageSize)), nullptr);
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start + leaf_span * 2)), nullptr);
+    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(std::uintptr_t{0x1000})), nullptr);
+  }
+  // Back to the heap's leaf, as its next region would make it.
   g_page_heap.lock();
+  g_page_map.make_hot(reinterpret_cast<std::uintptr_t>(hot_before) >> kHeapPageShift);
   g_page_map.set(older, nullptr);
   g_page_map.set(newer, nullptr);
   g_page_heap.unlock();
+  EXPECT_TRUE(g_page_map.is_hot(hot_before));
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start)), nullptr);
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start)), nullptr);
+  mempool::deallocate(hot_before);
+}
+
+// The shortcut stays on the small blocks' leaf when the heap maps memory for other
+// blocks: a large block's mapping (100 MiB), a block of the sparse classes (100 KiB),
+// and a leaf far away, as a mapping in another 2 GiB of address space needs one. When
+// the newest leaf was the hot one, that last leaf sent every later free of a small
+// block through the root.
+TEST(HeapPageMap, MemoryMappedElsewhereLeavesTheShortcutOnSmallBlocks) {
+  void* small = mempool::allocate(64);
+  ASSERT_TRUE(g_page_map.is_hot(small)) << small;
+  void* big = mempool::allocate(std::size_t{100} << 20);
+  void* sparse = mempool::allocate(100000);
+  const std::uintptr_t far = std::uintptr_t{0x7000'0000'0000} >> kHeapPageShift;
+  g_page_heap.lock();
+  ASSERT_TRUE(g_page_map.ensure(far, 1));
+  g_page_heap.unlock();
+  EXPECT_FALSE(g_page_map.is_hot(reinterpret_cast<void*>(far << kHeapPageShift)));
+  EXPECT_TRUE(g_page_map.is_hot(small)) << small << " after " << big << " and " << sparse;
+  void* another = mempool::allocate(64);
+  EXPECT_TRUE(g_page_map.is_hot(another)) << another;
+  EXPECT_EQ(g_page_map.lookup(small), g_page_map.lookup(another));  // one span, one answer
+  // 48 MiB of small blocks, regions mapped one after another: every block in the hot leaf
+  // (each region becomes the hot one, and a reservation lies in one leaf's 2 GiB).
+  std::vector<void*> blocks(12288);
+  for (void*& p : blocks)
+    p = mempool::allocate(4096);
+  EXPECT_EQ(
+      std::count_if(blocks.begin(), blocks.end(), [](void* p) { return !g_page_map.is_hot(p); }),
+      0);
+  for (void* p : blocks)
+    mempool::deallocate(p);
+  for (void* p : {small, big, sparse, another})
+    mempool::deallocate(p);
 }
 
 // set_range writes a leaf at a time: a span across two leaves (a reservation that
