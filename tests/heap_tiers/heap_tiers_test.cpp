@@ -104,7 +104,7 @@ TEST(HeapPageMap, FindsEveryPageOfASpanAndNothingElse) {
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(std::uintptr_t{1} << 60)), nullptr);
   EXPECT_EQ(g_page_map.lookup(nullptr), nullptr);
   // The top of AArch64's user space (the last root index), and the root index past it
-  // that the newest-leaf word holds before any leaf exists.
+  // that the shortcut word holds before any leaf exists.
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>((std::uintptr_t{1} << 48) - 4096)), nullptr);
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>((std::uintptr_t{1} << 49) - 4096)), nullptr);
   g_page_heap.lock();
