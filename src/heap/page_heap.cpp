@@ -33,11 +33,8 @@ void map_free_span(Span* s) noexcept {
   g_page_map.set(s->last_page(), s);
 }
 
-// Address space for `bytes` inside one page-map leaf's 2 GiB where it fits: a
-// reservation across a leaf boundary puts its small spans under two leaves, and the
-// lookups in the one that is not hot go through the root (7 instructions and a load
-// more a free). Twice the size is reserved and the rest given back; where that much
-// address space is refused (a limit on it), `bytes` anywhere.
+}  // namespace
+
 void* reserve_in_one_leaf(std::size_t bytes) noexcept {
   constexpr std::uintptr_t kLeafBytes = std::uintptr_t{1} << (PageMap::kLeafBits + kHeapPageShift);
   if (bytes <= kLeafBytes) {
@@ -56,8 +53,6 @@ void* reserve_in_one_leaf(std::size_t bytes) noexcept {
   }
   return os_reserve(nullptr, bytes);
 }
-
-}  // namespace
 
 // Mappings to give back once the lock is dropped (munmap of a resident mapping
 // takes as long as its pages: no other thread should wait for that).

@@ -16,6 +16,7 @@
 #include "heap/page_heap.hpp"
 #include "heap/page_map.hpp"
 #include "heap/thread_cache.hpp"
+#include "mempool/detail/os.hpp"
 #include "mempool/detail/size_classes.hpp"
 #include "mempool/heap.hpp"
 
@@ -189,6 +190,25 @@ TEST(HeapPageMap, MemoryMappedElsewhereLeavesTheShortcutOnSmallBlocks) {
     mempool::deallocate(p);
   for (void* p : {small, big, sparse, another})
     mempool::deallocate(p);
+}
+
+// A heap reservation (1 GiB and a huge page) lies inside one leaf's 2 GiB: where the
+// kernel would have put half of them across a boundary, the window moves. 16 of them,
+// held at once so that each lands elsewhere.
+TEST(HeapPageMap, AReservationLiesInsideOneLeaf) {
+  constexpr std::size_t kBytes = (std::size_t{1} << 30) + kHugePageSize;
+  const unsigned shift = PageMap::kLeafBits + kHeapPageShift;
+  std::vector<void*> reserved;
+  for (int i = 0; i < 16; ++i) {
+    void* r = reserve_in_one_leaf(kBytes);
+    if (r == nullptr) break;  // an address-space limit: what it got is checked
+    reserved.push_back(r);
+    const auto low = reinterpret_cast<std::uintptr_t>(r);
+    EXPECT_EQ(low >> shift, (low + kBytes - 1) >> shift) << r;
+  }
+  EXPECT_FALSE(reserved.empty());
+  for (void* r : reserved)
+    os_unreserve(r, kBytes);
 }
 
 // set_range writes a leaf at a time: a span across two leaves (a reservation that
