@@ -249,6 +249,8 @@ std::uintptr_t PageHeap::map_region(std::uint8_t arena, std::size_t pages) noexc
       at != 0 ? at : reinterpret_cast<std::uintptr_t>(os_map_aligned(bytes, kHugePageSize));
   if (start == 0) return 0;
   if (at == 0) advise(arena, start, bytes);
+  if (arena == kDense)
+    g_page_map.claim_window(start >> kHeapPageShift);  // small spans come from here
   Span* s = g_page_map.ensure(start >> kHeapPageShift, pages) ? g_metadata.create<Span>() : nullptr;
   if (s == nullptr || (at != 0 && !os_commit(address_as(at), bytes))) {
     if (s != nullptr) g_metadata.destroy(s);
@@ -256,7 +258,6 @@ std::uintptr_t PageHeap::map_region(std::uint8_t arena, std::size_t pages) noexc
     return 0;
   }
   if (at != 0) arenas_[arena].commit_low = at;
-  if (arena == kDense) g_page_map.make_hot(start >> kHeapPageShift);  // small spans come from here
   if (arena == kSparse) sparse_region_bytes_ += bytes;  // before add_mapped: not dense
   add_mapped(bytes);
   region_bytes_ += bytes;

@@ -300,10 +300,10 @@ class PageHeap {
 extern constinit PageHeap g_page_heap;
 
 // Address space for `bytes` (PROT_NONE, os_reserve) inside one page-map leaf's 2 GiB where
-// it fits: a reservation across a leaf boundary puts its small spans under two leaves, and
-// the lookups in the one that is not hot go through the root (7 instructions and a load
-// more a free). Twice the size is reserved and the rest given back; where that much
-// address space is refused (a limit on it), `bytes` anywhere.
+// it fits: a reservation across a leaf boundary puts its spans under two leaves, and where
+// one of them lies outside the page map's window, its lookups go through the root (7
+// instructions and a load more a free). Twice the size is reserved and the rest given
+// back; where that much address space is refused (a limit on it), `bytes` anywhere.
 void* reserve_in_one_leaf(std::size_t bytes) noexcept;
 
 }  // namespace mempool::detail

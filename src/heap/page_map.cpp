@@ -12,27 +12,56 @@ bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
   if (count == 0 || last < first || (last >> kLeafBits) >= kRootSize) return false;
   for (std::uintptr_t i = first >> kLeafBits; i <= (last >> kLeafBits); ++i) {
     if (root_[i].load(std::memory_order_relaxed) != nullptr) continue;
-    // Zero-filled by the OS: every entry starts as nullptr.
-    // Aligned to its size, 2 MiB: one huge page, where it can be.
-    static_assert(sizeof(Leaf) >= kLeafAlignment);
-    void* memory = os_map_aligned(sizeof(Leaf), sizeof(Leaf));
-    if (memory == nullptr) return false;
-    if (huge_pages_) os_advise_huge_pages(memory, sizeof(Leaf), true);
-    root_[i].store(static_cast<Leaf*>(memory), std::memory_order_release);
+    // Zero-filled by the OS: every entry starts as nullptr. Aligned to its size,
+    // 2 MiB: one huge page, where it can be (the window's slots are too).
+    Leaf* leaf = window_slot(i);
+    if (leaf != nullptr
+            ? !os_commit(leaf, sizeof(Leaf))
+            : (leaf = static_cast<Leaf*>(os_map_aligned(sizeof(Leaf), sizeof(Leaf)))) == nullptr)
+      return false;
+    if (huge_pages_) os_advise_huge_pages(leaf, sizeof(Leaf), true);
+    root_[i].store(leaf, std::memory_order_release);
     leaves_.fetch_add(1, std::memory_order_relaxed);
-    // The first leaf is hot until make_hot names another: the unset word's shortcut
-    // reads below 2 MiB for the pointers of its root index (page_map.hpp).
-    if (hot_.load(std::memory_order_relaxed) == kHotUnset) make_hot(i << kLeafBits);
   }
   return true;
 }
 
-void PageMap::make_hot(std::uintptr_t page) noexcept {
-  const std::uintptr_t i = page >> kLeafBits;
-  const Leaf* leaf = root_[i].load(std::memory_order_relaxed);
-  // Release: a reader that takes the shortcut sees the leaf as ensure() mapped it.
-  if (leaf != nullptr)
-    hot_.store(hot_word(reinterpret_cast<std::uintptr_t>(leaf), i), std::memory_order_release);
+void PageMap::claim_window(std::uintptr_t page) noexcept {
+  if (window_ != nullptr) return;
+  const std::uintptr_t top = page >> kLeafBits;
+  if (top >= kRootSize) return;
+  // The leaf above and 14 below, inside the root's range.
+  std::uintptr_t low = top + 2 > kWindowLeaves ? top + 2 - kWindowLeaves : 0;
+  if (low > kRootSize - kWindowLeaves) low = kRootSize - kWindowLeaves;
+  auto* slots = static_cast<Leaf*>(os_reserve_zeros(kWindowLeaves * sizeof(Leaf), sizeof(Leaf)));
+  if (slots == nullptr) return;
+  // Leaves already mapped in its range: their entries into its slots (writers hold the
+  // page heap lock, as here). The old leaf stays mapped: a reader may have loaded its
+  // address from the root, and reads there what the slot holds.
+  for (std::size_t k = 0; k < kWindowLeaves; ++k) {
+    const Leaf* old = root_[low + k].load(std::memory_order_relaxed);
+    if (old == nullptr) continue;
+    if (!os_commit(&slots[k], sizeof(Leaf))) {
+      os_unreserve(slots, kWindowLeaves * sizeof(Leaf));  // nothing points into it yet
+      return;
+    }
+    for (std::size_t e = 0; e < kLeafSize; ++e) {
+      if (const std::uintptr_t v = old->entries[e].load(std::memory_order_relaxed); v != 0)
+        slots[k].entries[e].store(v, std::memory_order_relaxed);
+    }
+    if (huge_pages_) os_advise_huge_pages(&slots[k], sizeof(Leaf), true);
+  }
+  for (std::size_t k = 0; k < kWindowLeaves; ++k) {
+    if (root_[low + k].load(std::memory_order_relaxed) != nullptr) {
+      root_[low + k].store(&slots[k], std::memory_order_release);
+      leaves_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  window_ = slots;
+  window_root_ = low;
+  window_entries_.store(reinterpret_cast<std::uintptr_t>(slots), std::memory_order_relaxed);
+  // Release: a reader that sees first sees the address and the slots' entries.
+  window_first_.store(low << kLeafBits, std::memory_order_release);
 }
 
 void PageMap::use_huge_pages() noexcept {

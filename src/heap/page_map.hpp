@@ -4,7 +4,7 @@
 // entries (1 MiB, in .bss, touched only where used) of leaves of 2^18 entries
 // (2 MiB each, mapped on demand, each covering 2 GiB of address space).
 // The root is a static member, apart from the object: the object's first word is not
-// zero (hot_), which put the whole object, root and all, in .data. There the root was
+// zero (window_first_), which put the whole object, root and all, in .data. There the root was
 // 1 MiB of the library's file, and reading it (use_huge_pages, a lookup of a foreign
 // pointer) faulted its file pages in: 612 KiB resident in a program that allocated one
 // block. In .bss, a page of it that is only read is the kernel's zero page.
@@ -29,23 +29,37 @@ class PageMap {
   static constexpr unsigned kRootBits = kAddressBits - kHeapPageShift - kLeafBits;
   static constexpr std::size_t kRootSize = std::size_t{1} << kRootBits;
   static constexpr std::size_t kLeafSize = std::size_t{1} << kLeafBits;
+  // The window (claim_window): leaves in one mapping that one compare finds.
+  static constexpr std::size_t kWindowLeaves = 16;
+  static constexpr std::uintptr_t kWindowPages = kWindowLeaves * kLeafSize;
 
   // The entry for the page of p: the span's address with its size class in the
   // low 7 bits (0 for a large or free span), or 0 (for any value of p).
   MEMPOOL_ALWAYS_INLINE std::uintptr_t lookup_entry(const void* p) const noexcept {
-    const std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) >> kHeapPageShift;
-    const std::uintptr_t root_index = page >> kLeafBits;
-    // The hot leaf first (make_hot: the small blocks' newest region): its load does not
-    // depend on p, so a hit leaves one load between p and its entry instead of two. That
-    // chain bounds a free followed by an allocation (the free's push waits for the
-    // class): measured 1 ns of a 6 ns pair with random sizes.
-    const std::uintptr_t hot = hot_.load(std::memory_order_acquire);
-    if (MEMPOOL_LIKELY(root_index == (hot & kHotIndexMask))) {
-      // base + page * 8 is the entry's address in the hot leaf (see hot_).
-      // NOLINTNEXTLINE(performance-no-int-to-ptr): the base is an integer by design
-      return reinterpret_cast<const Entry*>((hot & ~kHotIndexMask) + page * sizeof(Entry))
+    // The window first (claim_window: 32 GiB of address space around the small blocks'
+    // first region): one compare of the page's offset in it, exact for any p, and the
+    // entry at that offset. The window's words do not depend on p, so one load follows
+    // p, the entry's: that chain bounds a free followed by an allocation (the free's
+    // push waits for the class), where one load fewer took 1 ns off a 6 ns pair of
+    // random sizes. 8 instructions; the one word that named a hot leaf took 11.
+    const std::uintptr_t offset = (reinterpret_cast<std::uintptr_t>(p) >> kHeapPageShift) -
+                                  window_first_.load(std::memory_order_acquire);
+    if (MEMPOOL_LIKELY(offset < kWindowPages)) {
+      // NOLINTNEXTLINE(performance-no-int-to-ptr): the window's address is an integer
+      return reinterpret_cast<const Entry*>(window_entries_.load(std::memory_order_relaxed) +
+                                            offset * sizeof(Entry))
           ->load(std::memory_order_relaxed);
     }
+    return lookup_in_root(p);
+  }
+  // Through the root: what lies outside the window.
+  MEMPOOL_ALWAYS_INLINE std::uintptr_t lookup_in_root(const void* p) const noexcept {
+    std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p);
+    // The page number again, not the window's: kept from above, it cost the window's
+    // hit path a register copy (GCC 12).
+    asm("" : "+r"(address));
+    const std::uintptr_t page = address >> kHeapPageShift;
+    const std::uintptr_t root_index = page >> kLeafBits;
     if (MEMPOOL_UNLIKELY(root_index >= kRootSize)) return 0;
     const Leaf* leaf = root_[root_index].load(std::memory_order_acquire);
     if (MEMPOOL_UNLIKELY(leaf == nullptr)) return 0;
@@ -57,21 +71,26 @@ class PageMap {
     return reinterpret_cast<Span*>(lookup_entry(p) & ~kSpanTagMask);
   }
 
-  // Maps the leaves that pages [first, first + count) need; false when the OS
-  // refuses memory or the range lies beyond 48 bits. Page heap lock held. The hot
-  // leaf stays as it was, but for the first leaf, which becomes the hot one.
+  // Places the window around the leaf of `page`, once: the page heap calls it for each
+  // region it maps for small blocks, so that the first one decides (not a large block's
+  // own mapping nor the sparse arena's, which the kernel may put anywhere). The window
+  // covers that leaf, the one above and 14 below, where the heap grows (downward);
+  // leaves mapped there before become its own (their entries copied). Page heap lock
+  // held. Without address space for it, lookups take the root until a later call.
+  void claim_window(std::uintptr_t page) noexcept;
+  // Maps the leaves that pages [first, first + count) need (inside the window: its
+  // slots, made writable); false when the OS refuses memory or the range lies beyond
+  // 48 bits. Page heap lock held.
   bool ensure(std::uintptr_t first, std::size_t count) noexcept;
-  // Lookups of pages in the leaf of `page` (which ensure mapped) take the shortcut from
-  // now on, and those of other leaves the root. The page heap calls it for each region
-  // it maps for small blocks, not for a large block's mapping or the sparse arena's:
-  // when the newest leaf was the shortcut's, one 100 MiB buffer or 100 KiB block
-  // mapped in another 2 GiB of address space (where the kernel put it) sent every later
-  // free of a small block through the root. Page heap lock held.
-  void make_hot(std::uintptr_t page) noexcept;
-  // Whether p's lookup takes the shortcut (tests).
-  [[nodiscard]] bool is_hot(const void* p) const noexcept {
-    const std::uintptr_t root_index = reinterpret_cast<std::uintptr_t>(p) >> kLeafAddressShift;
-    return root_index == (hot_.load(std::memory_order_acquire) & kHotIndexMask);
+  // The window's first page, 0 before claim_window placed it (tests).
+  [[nodiscard]] std::uintptr_t window_first_page() const noexcept {
+    const std::uintptr_t first = window_first_.load(std::memory_order_acquire);
+    return first == kNoWindow ? 0 : first;
+  }
+  // Whether p's lookup takes the window (tests).
+  [[nodiscard]] bool in_window(const void* p) const noexcept {
+    const std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) >> kHeapPageShift;
+    return page - window_first_.load(std::memory_order_acquire) < kWindowPages;
   }
   // The leaves exist (ensure succeeded for the range); the span is the caller's
   // (page heap lock held, or a span the central cache owns). Tags the entry with
@@ -118,35 +137,25 @@ class PageMap {
   struct Leaf {
     Entry entries[kLeafSize];
   };
-  // hot_: the hot leaf (make_hot) as one word, so that no reader pairs a leaf with the wrong
-  // root index. Its low 18 bits hold the leaf's root index; the rest is the leaf's
-  // address less root index x kLeafSize entries, the base from which the whole page
-  // number indexes the leaf. Leaves are mapped aligned to 2^18 bytes, so the base's
-  // low bits are free for the index. Against the former layout (the index in the top
-  // bits, 0 for none) free() takes four instructions fewer: no 64-bit mask to
-  // load and apply (one imm32 `and`), no test for 0, no masking of the page number.
-  static constexpr unsigned kHotIndexBits = kRootBits + 1;  // one more: kHotUnset's
-  static constexpr std::uintptr_t kHotIndexMask = (std::uintptr_t{1} << kHotIndexBits) - 1;
-  static constexpr std::size_t kLeafAlignment = kHotIndexMask + 1;
-  static constexpr unsigned kLeafIndexShift = kLeafBits + 3;                 // root index -> bytes
-  static constexpr unsigned kLeafAddressShift = kLeafBits + kHeapPageShift;  // address -> root
-  static_assert(sizeof(Entry) == std::size_t{1} << 3);
-  // Before the first leaf: root index 2^18 - 1, past the 48-bit address space the map
-  // covers (x86-64's 47-bit user space, AArch64's 48-bit one, whose stack and mmap area
-  // lie in its last root index), with the base that indexes its pages from address 0.
-  // A free of a pointer from 2^49 - 2 GiB up, before the heap's first allocation,
-  // would read below 2 MiB and fault there, as a null pointer does; from the first
-  // leaf on such a pointer takes the slow path, which rejects it.
-  static constexpr std::uintptr_t kHotUnsetIndex = kHotIndexMask;
-  static_assert(kHotUnsetIndex >= kRootSize);
-  static constexpr std::uintptr_t kHotUnset =
-      (std::uintptr_t{0} - (kHotUnsetIndex << kLeafIndexShift)) | kHotUnsetIndex;
-  static constexpr std::uintptr_t hot_word(std::uintptr_t leaf,
-                                           std::uintptr_t root_index) noexcept {
-    return (leaf - (root_index << kLeafIndexShift)) | root_index;
+  // The window: kWindowLeaves consecutive leaves in one mapping, so that one compare
+  // and one address serve them all. Set once (claim_window), the address before first, so a
+  // reader that sees first sees the address; they never change after, so no reader pairs
+  // one window's first page with another's address. Before: first is 2^63, which no page
+  // number minus it brings below kWindowPages. The mapping reads as zeros where no
+  // leaf is committed yet, so a foreign pointer in its range finds entry 0, as it
+  // would through the root.
+  static constexpr std::uintptr_t kNoWindow = std::uintptr_t{1} << 63;
+  static_assert(kWindowLeaves <= kRootSize);
+  // The window's slot for root index i, or nullptr outside it.
+  [[nodiscard]] Leaf* window_slot(std::uintptr_t i) const noexcept {
+    return window_ != nullptr && i - window_root_ < kWindowLeaves ? &window_[i - window_root_]
+                                                                  : nullptr;
   }
 
-  std::atomic<std::uintptr_t> hot_{kHotUnset};
+  std::atomic<std::uintptr_t> window_first_{kNoWindow};
+  std::atomic<std::uintptr_t> window_entries_{0};  // the window's address
+  Leaf* window_ = nullptr;                         // writers only
+  std::uintptr_t window_root_ = 0;                 // root index of window_[0]
   // Zero-initialised, in .bss (above); defined in page_map.cpp.
   MEMPOOL_HIDDEN static std::atomic<Leaf*> root_[kRootSize];
   std::atomic<std::size_t> leaves_{0};

@@ -82,6 +82,20 @@ void os_unreserve(void* p, std::size_t bytes) noexcept {
   if (p != nullptr && bytes != 0) ::munmap(p, bytes);
 }
 
+void* os_reserve_zeros(std::size_t bytes, std::size_t alignment) noexcept {
+  const std::size_t padded = bytes + alignment;
+  if (bytes == 0 || padded < bytes) return nullptr;
+  void* raw =
+      ::mmap(nullptr, padded, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto addr = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t start = (addr + alignment - 1) & ~(alignment - 1);
+  if (start != addr) ::munmap(raw, start - addr);
+  if (const std::size_t tail = addr + padded - (start + bytes); tail != 0)
+    ::munmap(reinterpret_cast<void*>(start + bytes), tail);  // NOLINT(performance-no-int-to-ptr)
+  return reinterpret_cast<void*>(start);                     // NOLINT(performance-no-int-to-ptr)
+}
+
 bool os_commit(void* p, std::size_t bytes) noexcept {
   if (p == nullptr || bytes == 0 || !take_map()) return false;
   // mprotect, as glibc grows its thread arenas: on failure (ENOMEM where the kernel

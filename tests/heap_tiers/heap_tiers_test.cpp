@@ -104,8 +104,7 @@ TEST(HeapPageMap, FindsEveryPageOfASpanAndNothingElse) {
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(~std::uintptr_t{0})), nullptr);
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(std::uintptr_t{1} << 60)), nullptr);
   EXPECT_EQ(g_page_map.lookup(nullptr), nullptr);
-  // The top of AArch64's user space (the last root index), and the root index past it
-  // that the shortcut word holds before any leaf exists.
+  // The top of AArch64's user space (the last root index), and the root index past it.
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>((std::uintptr_t{1} << 48) - 4096)), nullptr);
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>((std::uintptr_t{1} << 49) - 4096)), nullptr);
   g_page_heap.lock();
@@ -114,77 +113,100 @@ TEST(HeapPageMap, FindsEveryPageOfASpanAndNothingElse) {
   EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start)), nullptr);
 }
 
-// Lookups in the hot leaf take the shortcut (no root load); the others go
-// through the root. Both must agree, and the shortcut must not answer for
-// another leaf's range, nor for addresses below 2 GiB (root index 0).
-TEST(HeapPageMap, HotLeafAndOtherLeavesAgree) {
-  const std::uintptr_t leaf_span = std::uintptr_t{1} << (PageMap::kLeafBits + kHeapPageShift);
-  const std::uintptr_t older = std::uintptr_t{0x6000'0000'0000} >> kHeapPageShift;
-  const std::uintptr_t newer = (std::uintptr_t{0x6000'0000'0000} + leaf_span) >> kHeapPageShift;
-  Span a;
-  a.start = older << kHeapPageShift;
-  a.pages = 1;
-  Span b;
-  b.start = newer << kHeapPageShift;
-  b.pages = 1;
-  g_page_heap.lock();
-  ASSERT_TRUE(g_page_map.ensure(older, 1));
-  ASSERT_TRUE(g_page_map.ensure(newer, 1));
-  g_page_map.set(older, &a);
-  g_page_map.set(newer, &b);
-  g_page_heap.unlock();
-  void* const hot_before = mempool::allocate(64);  // in the heap's own hot leaf
-  for (const std::uintptr_t hot : {newer, older}) {
-    g_page_heap.lock();
-    g_page_map.make_hot(hot);
-    g_page_heap.unlock();
-    EXPECT_TRUE(g_page_map.is_hot(reinterpret_cast<void*>(hot << kHeapPageShift)));
-    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start + 100)), &a);
-    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start + 100)), &b);
-    // Same page offset within each leaf, other leaf: the entries stay apart.
-    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start + kHeapPageSize)), nullptr);
-    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start + leaf_span * 2)), nullptr);
-    EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(std::uintptr_t{0x1000})), nullptr);
+// Lookups in the window (no root load) and through the root agree for every block of
+// the heap; pages just outside the window
+// go through the root, and a page inside it that no leaf covers yet reads as empty.
+TEST(HeapPageMap, TheWindowAndTheRootAgree) {
+  std::vector<void*> blocks;
+  for (const std::size_t size : {16, 64, 4096, 100000, 300000})
+    for (int i = 0; i < 64; ++i)
+      blocks.push_back(mempool::allocate(size));
+  for (void* p : blocks) {
+    const std::uintptr_t entry = g_page_map.lookup_entry(p);
+    EXPECT_NE(entry, 0u) << p;
+    EXPECT_EQ(g_page_map.lookup_in_root(p), entry) << p;
   }
-  // Back to the heap's leaf, as its next region would make it.
-  g_page_heap.lock();
-  g_page_map.make_hot(reinterpret_cast<std::uintptr_t>(hot_before) >> kHeapPageShift);
-  g_page_map.set(older, nullptr);
-  g_page_map.set(newer, nullptr);
-  g_page_heap.unlock();
-  EXPECT_TRUE(g_page_map.is_hot(hot_before));
-  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(a.start)), nullptr);
-  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(b.start)), nullptr);
-  mempool::deallocate(hot_before);
+  // The small blocks (the first three sizes) come from the region that placed the window.
+  EXPECT_EQ(std::count_if(blocks.begin(), blocks.begin() + 3 * 64,
+                          [](void* p) { return !g_page_map.in_window(p); }),
+            0);
+  const std::uintptr_t first = g_page_map.window_first_page();
+  ASSERT_NE(first, 0u);
+  const auto at_page = [](std::uintptr_t page) {
+    return reinterpret_cast<void*>(page << kHeapPageShift);
+  };
+  EXPECT_TRUE(g_page_map.in_window(at_page(first)));
+  EXPECT_TRUE(g_page_map.in_window(at_page(first + PageMap::kWindowPages - 1)));
+  EXPECT_FALSE(g_page_map.in_window(at_page(first - 1)));
+  EXPECT_FALSE(g_page_map.in_window(at_page(first + PageMap::kWindowPages)));
+  // Pages at the window's ends: what the root says (0 where no leaf is), no fault.
+  for (const std::uintptr_t page :
+       {first - 1, first, first + PageMap::kWindowPages - 1, first + PageMap::kWindowPages})
+    EXPECT_EQ(g_page_map.lookup_entry(at_page(page)), g_page_map.lookup_in_root(at_page(page)))
+        << page;
+  for (void* p : blocks)
+    mempool::deallocate(p);
 }
 
-// The shortcut stays on the small blocks' leaf when the heap maps memory for other
-// blocks: a large block (1 MiB), a block of the sparse classes (100 KiB), and a leaf far
-// away, as a direct mapping in another 2 GiB of address space needs one (not a real
-// 100 MiB block: its peak would change what the huge-page tests' decay does when the
-// binary runs whole). When the newest leaf was the hot one, that leaf sent every later
-// free of a small block through the root.
-TEST(HeapPageMap, MemoryMappedElsewhereLeavesTheShortcutOnSmallBlocks) {
+// A window placed where leaves exist takes their entries: both its lookups and the root's
+// (which now names its slot) find them, and a later write through the root reaches it.
+// A second map over the same root, as the heap's own window claimed the leaves near it.
+TEST(HeapPageMap, AWindowTakesTheLeavesMappedBeforeIt) {
+  const std::uintptr_t page = std::uintptr_t{0x5800'0000'0000} >> kHeapPageShift;
+  Span span;
+  span.start = page << kHeapPageShift;
+  span.pages = 2;
+  span.size_class = 5;
+  g_page_heap.lock();
+  ASSERT_TRUE(g_page_map.ensure(page, 2));
+  g_page_map.set_range(page, 2, &span);
+  static PageMap other;  // its window stays mapped, as the root now points into it
+  other.claim_window(page);
+  g_page_heap.unlock();
+  ASSERT_TRUE(other.in_window(reinterpret_cast<void*>(span.start)));
+  EXPECT_FALSE(g_page_map.in_window(reinterpret_cast<void*>(span.start)));
+  for (const PageMap* m : {&other, &g_page_map}) {
+    EXPECT_EQ(m->lookup(reinterpret_cast<void*>(span.start + 100)), &span);
+    EXPECT_EQ(m->lookup_entry(reinterpret_cast<void*>(span.start + kHeapPageSize)) & kSpanTagMask,
+              5u);
+    EXPECT_EQ(m->lookup(reinterpret_cast<void*>(span.start + 2 * kHeapPageSize)), nullptr);
+  }
+  // Claimed once: a second call elsewhere leaves it where it is.
+  g_page_heap.lock();
+  other.claim_window(page + 64 * PageMap::kLeafSize);
+  g_page_map.set_range(page, 2, nullptr);
+  g_page_heap.unlock();
+  EXPECT_TRUE(other.in_window(reinterpret_cast<void*>(span.start)));
+  EXPECT_EQ(other.lookup(reinterpret_cast<void*>(span.start)), nullptr);
+  EXPECT_EQ(g_page_map.lookup(reinterpret_cast<void*>(span.start)), nullptr);
+}
+
+// The window stays on the small blocks when the heap maps memory for other blocks: a
+// large block (1 MiB), a block of the sparse classes (100 KiB), and a leaf far away, as
+// a direct mapping in another part of the address space needs one (not a real 100 MiB
+// block: its peak would change what the huge-page tests' decay does when the binary
+// runs whole). When the newest leaf was the shortcut's, that leaf sent every later free
+// of a small block through the root.
+TEST(HeapPageMap, MemoryMappedElsewhereLeavesTheWindowOnSmallBlocks) {
   void* small = mempool::allocate(64);
-  ASSERT_TRUE(g_page_map.is_hot(small)) << small;
+  ASSERT_TRUE(g_page_map.in_window(small)) << small;
   void* big = mempool::allocate(std::size_t{1} << 20);
   void* sparse = mempool::allocate(100000);
   const std::uintptr_t far = std::uintptr_t{0x7000'0000'0000} >> kHeapPageShift;
   g_page_heap.lock();
   ASSERT_TRUE(g_page_map.ensure(far, 1));
   g_page_heap.unlock();
-  EXPECT_FALSE(g_page_map.is_hot(reinterpret_cast<void*>(far << kHeapPageShift)));
-  EXPECT_TRUE(g_page_map.is_hot(small)) << small << " after " << big << " and " << sparse;
+  EXPECT_FALSE(g_page_map.in_window(reinterpret_cast<void*>(far << kHeapPageShift)));
+  EXPECT_TRUE(g_page_map.in_window(small)) << small << " after " << big << " and " << sparse;
   void* another = mempool::allocate(64);
-  EXPECT_TRUE(g_page_map.is_hot(another)) << another;
+  EXPECT_TRUE(g_page_map.in_window(another)) << another;
   EXPECT_NE(g_page_map.lookup(another), nullptr);
-  // 8 MiB of small blocks, past the region the heap had: every block in the hot leaf
-  // (each region becomes the hot one, and a reservation lies in one leaf's 2 GiB).
+  // 8 MiB of small blocks, past the region the heap had: every block in the window.
   std::vector<void*> blocks(2048);
   for (void*& p : blocks)
     p = mempool::allocate(4096);
   EXPECT_EQ(
-      std::count_if(blocks.begin(), blocks.end(), [](void* p) { return !g_page_map.is_hot(p); }),
+      std::count_if(blocks.begin(), blocks.end(), [](void* p) { return !g_page_map.in_window(p); }),
       0);
   for (void* p : blocks)
     mempool::deallocate(p);

@@ -22,6 +22,11 @@ MEMPOOL_API void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexc
 // a map: the fault injection and the counts below leave it out.
 MEMPOOL_API void* os_reserve(void* address, std::size_t bytes) noexcept;
 MEMPOOL_API void os_unreserve(void* p, std::size_t bytes) noexcept;
+// Address space that reads as zeros (PROT_READ: a read maps the kernel's zero page,
+// which is neither memory nor commit charge) until os_commit makes parts of it
+// writable: for a table whose untouched entries must read as empty. Aligned to
+// `alignment` (a power of two); nullptr when refused. Not a map, as os_reserve.
+MEMPOOL_API void* os_reserve_zeros(std::size_t bytes, std::size_t alignment) noexcept;
 // Makes [p, p + bytes), inside a reservation, zero-filled readable and writable
 // memory: a map, as os_map's (false when the OS refuses; the range stays reserved).
 // Adjacent committed ranges merge into one mapping.
