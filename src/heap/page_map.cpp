@@ -1,15 +1,22 @@
 #include "page_map.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "mempool/detail/os.hpp"
 
 namespace mempool::detail {
 
 constinit PageMap g_page_map;
 constinit std::atomic<PageMap::Leaf*> PageMap::root_[PageMap::kRootSize] = {};
+constinit std::uintptr_t PageMap::ensured_low_ = UINTPTR_MAX;
+constinit std::uintptr_t PageMap::ensured_high_ = 0;
 
 bool PageMap::ensure(std::uintptr_t first, std::size_t count) noexcept {
   const std::uintptr_t last = first + count - 1;
   if (count == 0 || last < first || (last >> kLeafBits) >= kRootSize) return false;
+  ensured_low_ = std::min(ensured_low_, first);
+  ensured_high_ = std::max(ensured_high_, last);
   for (std::uintptr_t i = first >> kLeafBits; i <= (last >> kLeafBits); ++i) {
     if (root_[i].load(std::memory_order_relaxed) != nullptr) continue;
     // Zero-filled by the OS: every entry starts as nullptr. Aligned to its size,
@@ -45,9 +52,15 @@ void PageMap::claim_window(std::uintptr_t page) noexcept {
       os_unreserve(slots, kWindowLeaves * sizeof(Leaf));  // nothing points into it yet
       return;
     }
-    for (std::size_t e = 0; e < kLeafSize; ++e) {
-      if (const std::uintptr_t v = old->entries[e].load(std::memory_order_relaxed); v != 0)
-        slots[k].entries[e].store(v, std::memory_order_relaxed);
+    // Only the pages ensure() was asked for can hold an entry.
+    const std::uintptr_t leaf_first = (low + k) << kLeafBits;
+    const std::uintptr_t leaf_last = leaf_first + kLeafSize - 1;
+    if (ensured_low_ <= leaf_last && ensured_high_ >= leaf_first) {
+      const std::uintptr_t to = std::min(ensured_high_, leaf_last) - leaf_first;
+      for (std::uintptr_t e = std::max(ensured_low_, leaf_first) - leaf_first; e <= to; ++e) {
+        if (const std::uintptr_t v = old->entries[e].load(std::memory_order_relaxed); v != 0)
+          slots[k].entries[e].store(v, std::memory_order_relaxed);
+      }
     }
     if (huge_pages_) os_advise_huge_pages(&slots[k], sizeof(Leaf), true);
   }
