@@ -49,7 +49,11 @@ void PageMap::claim_window(std::uintptr_t page) noexcept {
     const Leaf* old = root_[low + k].load(std::memory_order_relaxed);
     if (old == nullptr) continue;
     if (!os_commit(&slots[k], sizeof(Leaf))) {
-      os_unreserve(slots, kWindowLeaves * sizeof(Leaf));  // nothing points into it yet
+      // Nothing points into it yet. The slots committed so far were counted as maps.
+      for (std::size_t j = 0; j < k; ++j)
+        if (root_[low + j].load(std::memory_order_relaxed) != nullptr)
+          os_unmap(&slots[j], sizeof(Leaf));
+      os_unreserve(slots, kWindowLeaves * sizeof(Leaf));
       return;
     }
     // Only the pages ensure() was asked for can hold an entry.
