@@ -75,7 +75,7 @@ MEMPOOL_API void deallocate(void* p) noexcept;
 MEMPOOL_ALWAYS_INLINE void deallocate(void* p, std::size_t n) noexcept {
   detail::ThreadCache& t = detail::this_thread_cache();
   if (detail::heap_constant_small_size(n) &&
-      MEMPOOL_LIKELY(n <= t.sized_free_max && p != nullptr)) {
+      MEMPOOL_LIKELY(p != nullptr && t.sized_free_takes(n))) {
     detail::heap_free_to_cache(t, p, detail::heap_class_of(n));
     return;
   }

@@ -348,7 +348,7 @@ MEMPOOL_ALWAYS_INLINE void heap_free_sized(void* p, std::size_t n) noexcept {
     hardened_free_sized(p, n);
   } else {
     ThreadCache& t = this_thread_cache();
-    if (MEMPOOL_LIKELY(n <= t.sized_free_max && p != nullptr)) {
+    if (MEMPOOL_LIKELY(p != nullptr && t.sized_free_takes(n))) {
       heap_free_to_cache(t, p, heap_class_of(n));
       return;
     }

@@ -358,6 +358,10 @@ void ThreadCache::on_thread_exit() noexcept {
 
 void heap_free_suspect(void* p, std::size_t c) noexcept {
   ThreadCache& t = tls_thread_cache;
+  if (static_cast<FreeBlock*>(p)->word_at(kHeapFreeMarkOffset) != t.key()) {
+    heap_push_to_cache(t, static_cast<FreeBlock*>(p), c);  // the first byte only
+    return;
+  }
   std::uint32_t n = t.heads[c] != nullptr ? t.count(c) : 0;
   for (const FreeBlock* b = t.heads[c]; b != nullptr && n > 0;
        b = heap_checked_next(b, t.key()), --n)

@@ -932,5 +932,25 @@ TEST(HeapLinkKey, ALiveBlockThatLooksFreeIsFreedNormally) {
   deallocate(other);
 }
 
+// free compares the mark's first byte in line and the rest out of line
+// (heap_free_suspect): a live block whose word 1 shares only that byte with the mark is
+// freed there, sized or not, onto the head of the thread's list.
+TEST(HeapLinkKey, ALiveBlockWithTheMarksFirstByteIsFreedNormally) {
+  const std::uintptr_t first_byte_only = heap_link_key() & 0xff;
+  for (const bool sized : {false, true}) {
+    auto* p = static_cast<FreeBlock*>(allocate(64));
+    p->set_word_at(kHeapFreeMarkOffset, first_byte_only);
+    ASSERT_EQ(p->byte_at(kHeapFreeMarkOffset), static_cast<std::uint8_t>(heap_link_key()));
+    if (sized) {
+      deallocate(p, 64);
+    } else {
+      deallocate(p);
+    }
+    EXPECT_EQ(p->word_at(kHeapFreeMarkOffset), heap_link_key()) << "marked free, sized " << sized;
+    EXPECT_EQ(allocate(64), p) << "at the head of the thread's list, sized " << sized;
+    deallocate(p);
+  }
+}
+
 }  // namespace
 }  // namespace mempool::detail

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "mempool/detail/free_list.hpp"
 #include "mempool/detail/memory_checker.hpp"
@@ -96,10 +97,11 @@ static_assert(heap_class_bytes(1) >= kHeapFreeMarkOffset + sizeof(void*));
 #define MEMPOOL_TLS_HEAD_REGISTER 0
 #endif
 
-class MEMPOOL_API ThreadCache {
- public:
-  // The hot part, first, as three arrays indexed by class: the hit path reaches
-  // an entry with one scaled address from the TLS base.
+// The part of the thread cache that the hit paths touch, first in ThreadCache: three
+// arrays indexed by class (the hit path reaches an entry with one scaled address from
+// the TLS base) and the words beside them. Standard-layout, so that the hit paths' asm
+// can name its members' offsets (ThreadCache::head and note_pop below).
+struct ThreadCacheHot {
   FreeBlock* heads[kHeapClassCount] = {};
   // rooms[c] = maxes[c] - (blocks in list c): a free decrements it and flushes
   // when it goes negative, an allocation increments it, so the hit path updates
@@ -130,6 +132,11 @@ class MEMPOOL_API ThreadCache {
   // while profiling, when a sampled block (a span of its own) may be any size's and
   // only the page map knows it. 0 until the cache is active: the page map answers.
   std::size_t sized_free_max = 0;
+};
+static_assert(std::is_standard_layout_v<ThreadCacheHot>);
+
+class MEMPOOL_API ThreadCache : public ThreadCacheHot {
+ public:
   // The key this cache's lists are encoded with.
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t key() const noexcept {
     if constexpr (kHardened) return link_key;
@@ -149,21 +156,26 @@ class MEMPOOL_API ThreadCache {
     rooms[c] = room;
 #endif
   }
-  // The head of list c, as the hit paths read and write it; this must be the calling
-  // thread's cache. The default build on x86-64 addresses it as %fs:(register), the
-  // register holding the head's offset from the thread pointer (the cache's, from its GOT
-  // entry, plus 8c), where the compiler writes %fs:(offset,c,8): a segment base and an
-  // index register in one address. On an Intel Xeon of family 6 model 207 those accesses,
-  // a free's store of the head and the next malloc's load of it, bound a malloc/free loop:
-  // mempool-bench compare's 4-byte pair took 12.5 [11.1-15.9] ns with the compiler's
-  // address and 9.7 [9.2-14.9] with the register, the segment alone (here) or the index
-  // alone (the TLS-pointer build) as fast (docs/performance.md, "On Intel"). Two
-  // instructions more a call (the GOT load and a lea); the room counters' accesses keep
-  // the compiler's address, which measured the same either way.
+  // The head of list c, as the hit paths read and write it, and its room counter as they
+  // update it; this must be the calling thread's cache. The default build on x86-64 reaches
+  // every word of the hit paths (head, room, the profiler's count, the sized free's limit)
+  // through one register, the cache's offset from the thread pointer loaded from its GOT
+  // entry (tls_offset), and addresses the head as %fs:(register) with 8c added in, where
+  // the compiler writes %fs:(offset,c,8): a segment base and an index register in one
+  // address. On an Intel Xeon of family 6 model 207 those accesses, a free's store of the
+  // head and the next malloc's load of it, bound a malloc/free loop: mempool-bench
+  // compare's 4-byte pair took 12.5 [11.1-15.9] ns with the compiler's address and 9.7
+  // [9.2-14.9] with the register, the segment alone (here) or the index alone (the
+  // TLS-pointer build) as fast (docs/performance.md, "On Intel"). The room counters keep
+  // the indexed form, which measured the same either way. Every access is an asm, so that
+  // the compiler loads no offset of its own from the GOT beside tls_offset's (an operand
+  // naming the memory would make it compute the address; with it, compare ran 3-16%
+  // slower at 4 B to 4 KiB): a "memory" clobber orders them instead, and volatile keeps
+  // each (the compiler merges no two loads of a head).
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE FreeBlock* head(std::size_t c) const noexcept {
 #if MEMPOOL_TLS_HEAD_REGISTER
     FreeBlock* b;
-    __asm__("movq %%fs:(%1), %0" : "=r"(b) : "r"(head_offset(c)), "m"(heads[c]));
+    __asm__ volatile("movq %%fs:(%1), %0" : "=r"(b) : "r"(head_offset(c)) : "memory");
     return b;
 #else
     return heads[c];
@@ -171,10 +183,78 @@ class MEMPOOL_API ThreadCache {
   }
   MEMPOOL_ALWAYS_INLINE void set_head(std::size_t c, FreeBlock* b) noexcept {
 #if MEMPOOL_TLS_HEAD_REGISTER
-    // volatile: a store, which the compiler must never drop as an output nobody reads.
-    __asm__ volatile("movq %1, %%fs:(%2)" : "=m"(heads[c]) : "r"(b), "r"(head_offset(c)));
+    __asm__ volatile("movq %0, %%fs:(%1)" : : "r"(b), "r"(head_offset(c)) : "memory");
 #else
     heads[c] = b;
+#endif
+  }
+  // A block popped from list c: one room more. A class the compiler knows, from a size it
+  // knows, is a displacement, not an index (the "i" branch: __builtin_constant_p is false
+  // without optimization, and the branch is dropped).
+  MEMPOOL_ALWAYS_INLINE void note_pop(std::size_t c) noexcept {
+#if MEMPOOL_TLS_HEAD_REGISTER
+    if (__builtin_constant_p(c)) {
+      __asm__ volatile("addl $1, %%fs:%c1(%0)"
+                       :
+                       : "r"(tls_offset()), "i"(room_offset(c))
+                       : "memory");
+    } else {
+      __asm__ volatile("addl $1, %%fs:%c1(%0,%2,4)"
+                       :
+                       : "r"(tls_offset()), "i"(offsetof(ThreadCacheHot, rooms)), "r"(c)
+                       : "memory");
+    }
+#else
+    set_room(c, room(c) + 1);
+#endif
+  }
+  // A block pushed on list c: one room less; true when the list is past its threshold.
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE bool note_push(std::size_t c) noexcept {
+#if MEMPOOL_TLS_HEAD_REGISTER
+    bool over;
+    if (__builtin_constant_p(c)) {
+      __asm__ volatile("subl $1, %%fs:%c2(%1)"
+                       : "=@ccs"(over)
+                       : "r"(tls_offset()), "i"(room_offset(c))
+                       : "memory");
+    } else {
+      __asm__ volatile("subl $1, %%fs:%c2(%1,%3,4)"
+                       : "=@ccs"(over)
+                       : "r"(tls_offset()), "i"(offsetof(ThreadCacheHot, rooms)), "r"(c)
+                       : "memory");
+    }
+    return over;
+#else
+    const std::int32_t left = room(c) - 1;
+    set_room(c, left);
+    return left < 0;
+#endif
+  }
+  // The profiler's count less a request of n bytes; true when it turned negative.
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE bool count_down(std::size_t n) noexcept {
+#if MEMPOOL_TLS_HEAD_REGISTER
+    bool due;
+    __asm__ volatile("subq %3, %%fs:%c2(%1)"
+                     : "=@ccs"(due)
+                     : "r"(tls_offset()), "i"(offsetof(ThreadCacheHot, sample_countdown)), "er"(n)
+                     : "memory");
+    return due;
+#else
+    sample_countdown = static_cast<std::int64_t>(static_cast<std::uint64_t>(sample_countdown) - n);
+    return sample_countdown < 0;
+#endif
+  }
+  // Whether a sized free of n bytes may go straight to the cache (n <= sized_free_max).
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE bool sized_free_takes(std::size_t n) const noexcept {
+#if MEMPOOL_TLS_HEAD_REGISTER
+    bool takes;
+    __asm__ volatile("cmpq %3, %%fs:%c2(%1)"
+                     : "=@ccae"(takes)
+                     : "r"(tls_offset()), "i"(offsetof(ThreadCacheHot, sized_free_max)), "er"(n)
+                     : "memory");
+    return takes;
+#else
+    return n <= sized_free_max;
 #endif
   }
   [[nodiscard]] std::uint32_t count(std::size_t c) const noexcept {
@@ -226,15 +306,24 @@ class MEMPOOL_API ThreadCache {
 
  private:
 #if MEMPOOL_TLS_HEAD_REGISTER
-  // heads[c]'s offset from the thread pointer. The cache's own offset is what the
-  // compiler's %fs: accesses load from the GOT (a program's linker makes it a constant);
-  // the asm names tls_thread_cache by its mangled name, so a rename must change it here
-  // (every build then fails to link until it does).
-  [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t head_offset(std::size_t c) const noexcept {
+  // The cache's offset from the thread pointer, which the compiler's %fs: accesses load
+  // from the GOT (a program's linker makes it a constant). Not volatile: the compiler
+  // loads it once a function. The asm names tls_thread_cache by its mangled name, so a
+  // rename must change it here (every build then fails to link until it does);
+  // ThreadCacheHot is the cache's first base, at its offset 0 (the hit paths' tests read
+  // every list through both).
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE static std::uintptr_t tls_offset() noexcept {
     std::uintptr_t cache;
     __asm__("movq _ZN7mempool6detail16tls_thread_cacheE@gottpoff(%%rip), %0" : "=r"(cache));
-    return cache +
-           (reinterpret_cast<std::uintptr_t>(&heads[c]) - reinterpret_cast<std::uintptr_t>(this));
+    return cache;
+  }
+  // heads[c]'s offset from the thread pointer; rooms[c]'s from the cache's start (a
+  // displacement).
+  [[nodiscard]] MEMPOOL_ALWAYS_INLINE static std::uintptr_t head_offset(std::size_t c) noexcept {
+    return tls_offset() + offsetof(ThreadCacheHot, heads) + c * sizeof(std::uintptr_t);
+  }
+  static constexpr std::size_t room_offset(std::size_t c) noexcept {
+    return offsetof(ThreadCacheHot, rooms) + c * sizeof(std::int32_t);
   }
 #endif
   bool activate() noexcept;
@@ -296,8 +385,8 @@ inline FreeBlock* heap_checked_next(const FreeBlock* b, std::uintptr_t key) noex
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) heap_free_list_corrupted(b);
   return next;
 }
-// p holds the free mark: stops the process if p is in this
-// thread's list or the central cache (a double free), else frees it.
+// p's word 1 starts as the free mark does: if it holds the mark, stops the process when p
+// is in this thread's list or the central cache (a double free); else frees it.
 MEMPOOL_API void heap_free_suspect(void* p, std::size_t c) noexcept;
 
 // Block b, off a free list, becomes the program's: its mark is zeroed, so that its
@@ -317,31 +406,34 @@ MEMPOOL_ALWAYS_INLINE void heap_link_free(FreeBlock* b, FreeBlock* next,
   heap_set_next(b, next, key);
 }
 
-// A block of class c from the calling thread's cache, or nullptr on a miss.
-// kHandOut: the block is handed out here (its mark zeroed), and a corrupted link
-// jumps to heap_pop_corrupted. The hardened heap passes false: only the link is zeroed
-// (hardened_hand_out reads the mark), and a corrupted link stops the process by a
-// call, since a caller that goes on with its arguments would keep them in saved
-// registers for the jump: a stack frame on every call.
 // The profiler's count, taken when a request of n bytes is about to be served: true
 // when it is to be sampled instead. Two instructions, a subtract into the TLS word and
 // a branch on its sign. The count is not restored then: the caller's slow path counts
 // the request again, still negative, and the sample it takes draws a new count.
 MEMPOOL_ALWAYS_INLINE bool heap_sample_due(ThreadCache& t, std::size_t n) noexcept {
-  t.sample_countdown =
-      static_cast<std::int64_t>(static_cast<std::uint64_t>(t.sample_countdown) - n);
-  return MEMPOOL_UNLIKELY(t.sample_countdown < 0);
+  return MEMPOOL_UNLIKELY(t.count_down(n));
 }
 
+// Block b, the head of the calling thread's list c, off the list.
+// kHandOut: the block is handed out here (its mark zeroed), and a corrupted link
+// jumps to heap_pop_corrupted. The hardened heap passes false: only the link is zeroed
+// (hardened_hand_out reads the mark), and a corrupted link stops the process by a
+// call, since a caller that goes on with its arguments would keep them in saved
+// registers for the jump: a stack frame on every call.
 // kJump: a corrupted link jumps to heap_pop_corrupted (a hit path whose caller
 // returns the block at once); otherwise it calls heap_free_list_corrupted, which does
 // not return, so that a caller that goes on after the pop (realloc's move) keeps no
 // register for a return that never comes.
-template <bool kHandOut = true, bool kJump = kHandOut>
-MEMPOOL_ALWAYS_INLINE void* heap_pop(ThreadCache& t, std::size_t c) noexcept {
-  FreeBlock* b = t.head(c);
-  if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
-  FreeBlock* next = heap_next(b, t.key());
+template <bool kHandOut, bool kJump>
+MEMPOOL_ALWAYS_INLINE void* heap_pop_head(ThreadCache& t, std::size_t c, FreeBlock* b) noexcept {
+  // The link decoded as link ^ (b ^ key), b ^ key made first: one xor after the load,
+  // which takes the load as its operand. The empty asms keep the compiler from its own
+  // form, which kept the raw link for the prefetch's test (next == 0 as link == b ^ key):
+  // two register copies more (3 instructions a malloc in all, with the GOT load above).
+  std::uintptr_t block_key = heap_block_key(b, t.key());
+  __asm__("" : "+r"(block_key));
+  FreeBlock* next = b->decoded_next(block_key);
+  __asm__("" : "+r"(next));
   if (MEMPOOL_UNLIKELY(!plausible_link(next))) {
     if constexpr (kJump) return heap_pop_corrupted(b);
     heap_free_list_corrupted(b);
@@ -363,10 +455,18 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(ThreadCache& t, std::size_t c) noexcept {
   } else {
     b->clear_link();
   }
-  t.set_room(c, t.room(c) + 1);
+  t.note_pop(c);
   if constexpr (kChecked) checked_on_allocate(b);
   if constexpr (kMemoryChecker) checker_allocated(b, heap_class_bytes(c));
   return b;
+}
+
+// A block of class c from the calling thread's cache, or nullptr on a miss.
+template <bool kHandOut = true, bool kJump = kHandOut>
+MEMPOOL_ALWAYS_INLINE void* heap_pop(ThreadCache& t, std::size_t c) noexcept {
+  FreeBlock* b = t.head(c);
+  if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
+  return heap_pop_head<kHandOut, kJump>(t, c, b);
 }
 template <bool kHandOut = true, bool kJump = kHandOut>
 MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
@@ -379,10 +479,11 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop(std::size_t c) noexcept {
 template <bool kHandOut = true, bool kJump = kHandOut>
 MEMPOOL_ALWAYS_INLINE void* heap_pop_counted(std::size_t c, std::size_t n) noexcept {
   ThreadCache& t = this_thread_cache();
-  // A miss first, uncounted (heap_pop's own test folds into this one).
-  if (MEMPOOL_UNLIKELY(t.head(c) == nullptr)) return nullptr;
+  // A miss first, uncounted.
+  FreeBlock* b = t.head(c);
+  if (MEMPOOL_UNLIKELY(b == nullptr)) return nullptr;
   if (MEMPOOL_UNLIKELY(heap_sample_due(t, n))) return nullptr;
-  return heap_pop<kHandOut, kJump>(t, c);
+  return heap_pop_head<kHandOut, kJump>(t, c, b);
 }
 
 // Pushes p (a block of class c) on the calling thread's cache, unchecked; past
@@ -396,25 +497,21 @@ MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b, std:
     heap_set_next(b, t.head(c), t.key());
   }
   t.set_head(c, b);
-  const std::int32_t room = t.room(c) - 1;
-  t.set_room(c, room);
-  if (MEMPOOL_UNLIKELY(room < 0)) t.flush(c);
+  if (MEMPOOL_UNLIKELY(t.note_push(c))) t.flush(c);
 }
 
 // free's hit path: a block that holds the free mark may be free already, and is
-// looked for first. The mark's first byte is compared first, and the whole word only
-// when that matches (1 in 256 live blocks at most: the key's low byte is never a
-// multiple of 8, so never a zero or an aligned pointer's): a program's last store
-// before free often lands in word 1 (the last byte of a 16-byte block), and a wider
-// load overlapping a narrower store still in the store buffer waits for it
-// (heap_benchmark pair16, which writes the block's first and last bytes: 7.8 ns a
-// pair with the word load, 4.4 before the checks), where a byte load inside the store
-// is forwarded.
+// looked for first. The mark's first byte is compared here, and the whole word out of
+// line (heap_free_suspect) when that matches (1 in 256 live blocks at most: the key's low byte is
+// never a multiple of 8, so never a zero or an aligned pointer's): a program's last store before
+// free often lands in word 1 (the last byte of a 16-byte block), and a wider load overlapping a
+// narrower store still in the store buffer waits for it (heap_benchmark pair16, which writes the
+// block's first and last bytes: 7.8 ns a pair with the word load, 4.4 before the checks), where a
+// byte load inside the store is forwarded.
 MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(ThreadCache& t, void* p, std::size_t c) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
   if constexpr (kMemoryChecker) checker_freed(p, heap_class_bytes(c));
-  if (MEMPOOL_UNLIKELY(b->byte_at(kHeapFreeMarkOffset) == static_cast<std::uint8_t>(t.key())) &&
-      b->word_at(kHeapFreeMarkOffset) == t.key()) {
+  if (MEMPOOL_UNLIKELY(b->byte_at(kHeapFreeMarkOffset) == static_cast<std::uint8_t>(t.key()))) {
     heap_free_suspect(p, c);
     return;
   }
