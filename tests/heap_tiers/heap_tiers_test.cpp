@@ -672,6 +672,39 @@ TEST(HeapCentralCache, KeptBatchesKeepTheirBlocksAddressesInChainOrder) {
 namespace mempool::detail {
 namespace {
 
+// The hit paths reach the list heads and room counters through their own asm in the
+// default build (ThreadCache::head, note_pop, note_push), a class the compiler knows as a
+// displacement and any other through an index: each pop and push moves its own class's
+// head and count by one block and no neighbour's, as the plain members read them.
+TEST(HeapThreadCache, TheHitPathsMoveTheirOwnClasssHeadAndCount) {
+  constexpr std::size_t kSize = 64;
+  const std::size_t c = heap_class_of(kSize);
+  ThreadCache& t = tls_thread_cache;
+  mempool::deallocate(mempool::allocate(kSize), kSize);  // active, one block at least
+  auto counts = [&] {
+    return std::vector<std::uint32_t>{t.count(c - 1), t.count(c), t.count(c + 1)};
+  };
+  const std::vector<std::uint32_t> before = counts();
+  ASSERT_GE(before[1], 1u);
+  const std::vector<std::uint32_t> one_out = {before[0], before[1] - 1, before[2]};
+  volatile std::size_t unknown = kSize;  // a size the compiler does not know
+  for (const bool constant : {true, false}) {
+    FreeBlock* first = t.heads[c];
+    EXPECT_EQ(t.head(c), first);
+    void* p = constant ? mempool::allocate(kSize) : mempool::allocate(unknown);
+    EXPECT_EQ(p, first) << "constant " << constant;
+    EXPECT_EQ(counts(), one_out) << "constant " << constant;
+    EXPECT_EQ(t.head(c), t.heads[c]);
+    if (constant) {
+      mempool::deallocate(p, kSize);
+    } else {
+      mempool::deallocate(p);
+    }
+    EXPECT_EQ(counts(), before) << "constant " << constant;
+    EXPECT_EQ(t.heads[c], p) << "constant " << constant;
+  }
+}
+
 // A large class may not fill the thread cache's budget on its own: after rounds
 // that would grow its list (slow start, then whole batches), the calling thread
 // still caches at most an eighth of the budget of it.
