@@ -169,9 +169,10 @@ class MEMPOOL_API ThreadCache : public ThreadCacheHot {
   // TLS-pointer build) as fast (docs/performance.md, "On Intel"). The room counters keep
   // the indexed form, which measured the same either way. Every access is an asm, so that
   // the compiler loads no offset of its own from the GOT beside tls_offset's (an operand
-  // naming the memory would make it compute the address; with it, compare ran 3-16%
-  // slower at 4 B to 4 KiB): a "memory" clobber orders them instead, and volatile keeps
-  // each (the compiler merges no two loads of a head).
+  // naming the memory would make it compute the address): a "memory" clobber orders them
+  // instead, and volatile keeps each (the compiler merges no two loads of a head). With
+  // that second GOT load, and the pop's two copies (heap_pop_head), compare ran 3-16%
+  // slower at 4 B to 4 KiB on that Xeon.
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE FreeBlock* head(std::size_t c) const noexcept {
 #if MEMPOOL_TLS_HEAD_REGISTER
     FreeBlock* b;
@@ -429,7 +430,7 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop_head(ThreadCache& t, std::size_t c, FreeBlo
   // The link decoded as link ^ (b ^ key), b ^ key made first: one xor after the load,
   // which takes the load as its operand. The empty asms keep the compiler from its own
   // form, which kept the raw link for the prefetch's test (next == 0 as link == b ^ key):
-  // two register copies more (3 instructions a malloc in all, with the GOT load above).
+  // two register copies more.
   std::uintptr_t block_key = heap_block_key(b, t.key());
   __asm__("" : "+r"(block_key));
   FreeBlock* next = b->decoded_next(block_key);
