@@ -1,4 +1,4 @@
-# cmake -DOBJDUMP=... "-DLIBRARIES=lib1=prefix;lib2=pointer" -P check_tls_access.cmake
+# cmake -DOBJDUMP=... "-DLIBRARIES=lib1=prefix;lib2=pointer+fn" -P check_tls_access.cmake
 #
 # How the drop-ins' entry points reach the thread cache (MEMPOOL_TLS_POINTER,
 # include/mempool/detail/heap_thread_cache.hpp): `prefix`, the default, puts %fs: on the
@@ -10,25 +10,45 @@
 # (docs/performance.md, "On Intel"): this fails when a library is built the other way
 # (the option lost on its way to the variant's objects, the compiler folding the address
 # back, or a hit path reading a head as t.heads[c]).
+#
+# And in either mode, each function's hit path (its code up to the first `ret`: the
+# compiler lays the likely path out first) loads at most one GOT entry, the cache's
+# offset: the hit path's accesses all go through it (ThreadCache::tls_offset), and a
+# second load came back wherever the compiler did not merge two of them (the hardened
+# library's key, the sized delete's two class lookups). `+fn` after the mode names more
+# functions to read in that library (the hardened library's free is a jump to one).
 include(${CMAKE_CURRENT_LIST_DIR}/read_tool.cmake)
-set(functions malloc free _Znwm _ZdlPv)
-list(JOIN functions ", " function_names)
+set(common_functions malloc free _Znwm _ZdlPv _ZdlPvm)
 foreach(entry IN LISTS LIBRARIES)
-  string(REGEX MATCH "^(.*)=(prefix|pointer)$" matched "${entry}")
+  string(REGEX MATCH "^(.*)=(prefix|pointer)((\\+[A-Za-z0-9_]+)*)$" matched "${entry}")
   if(NOT matched)
-    message(FATAL_ERROR "LIBRARIES entry '${entry}': expected PATH=prefix or PATH=pointer")
+    message(FATAL_ERROR "LIBRARIES entry '${entry}': expected PATH=prefix or PATH=pointer, "
+      "then +FUNCTION for each function more")
   endif()
   set(lib "${CMAKE_MATCH_1}")
   set(mode "${CMAKE_MATCH_2}")
+  string(REPLACE "+" ";" extra "${CMAKE_MATCH_3}")
+  set(functions ${common_functions} ${extra})
+  list(JOIN functions ", " function_names)
   set(prefixed "")
   set(indexed_heads "")
+  set(got_loads "")
   foreach(function IN LISTS functions)
     read_tool(code ${OBJDUMP} -d --no-show-raw-insn --disassemble=${function} ${lib})
     if(NOT code MATCHES "<${function}>:")
       message(FATAL_ERROR "${lib}: no function ${function} to read")
     endif()
     string(REPLACE "\n" ";" lines "${code}")
+    set(in_hit_path TRUE)
+    set(hit_path_got "")
     foreach(line IN LISTS lines)
+      if(in_hit_path AND line MATCHES "<_GLOBAL_OFFSET_TABLE_")
+        string(STRIP "${line}" shown_line)
+        list(APPEND hit_path_got "${function}: ${shown_line}")
+      endif()
+      if(line MATCHES "\tret")
+        set(in_hit_path FALSE)
+      endif()
       # %fs:0x0 is the thread pointer itself (the pointer form's base) and %fs:0x28 the
       # stack protector's canary; any other %fs: operand is an access to a thread-local.
       if(line MATCHES "%fs:" AND NOT line MATCHES "%fs:0x(0|28)(,|$)")
@@ -41,7 +61,16 @@ foreach(entry IN LISTS LIBRARIES)
         endif()
       endif()
     endforeach()
+    list(LENGTH hit_path_got n_got)
+    if(n_got GREATER 1)
+      list(APPEND got_loads ${hit_path_got})
+    endif()
   endforeach()
+  if(got_loads)
+    list(JOIN got_loads "\n  " shown)
+    message(FATAL_ERROR "${lib}: a hit path loads more than one GOT entry (the cache's "
+      "offset again, ThreadCache::tls_offset):\n  ${shown}")
+  endif()
   list(LENGTH prefixed n)
   list(JOIN prefixed "\n  " shown)
   if(mode STREQUAL "pointer" AND n GREATER 0)

@@ -137,9 +137,23 @@ static_assert(std::is_standard_layout_v<ThreadCacheHot>);
 
 class MEMPOOL_API ThreadCache : public ThreadCacheHot {
  public:
-  // The key this cache's lists are encoded with.
+  // The key this cache's lists are encoded with; the hardened library's is read as the
+  // hit paths read the heads (below), so this too must be the calling thread's cache
+  // (every caller is: the hit paths and the owner's refill and flush). With the
+  // compiler's own %fs: access the hardened hit paths loaded the cache's GOT entry twice.
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE std::uintptr_t key() const noexcept {
-    if constexpr (kHardened) return link_key;
+    if constexpr (kHardened) {
+#if MEMPOOL_TLS_HEAD_REGISTER
+      std::uintptr_t k;
+      __asm__ volatile("movq %%fs:%c2(%1), %0"
+                       : "=r"(k)
+                       : "r"(tls_offset()), "i"(offsetof(ThreadCacheHot, link_key))
+                       : "memory");
+      return k;
+#else
+      return link_key;
+#endif
+    }
     return kHeapFixedLinkKey;
   }
   MEMPOOL_ALWAYS_INLINE std::int32_t room(std::size_t c) const noexcept {
@@ -490,15 +504,20 @@ MEMPOOL_ALWAYS_INLINE void* heap_pop_counted(std::size_t c, std::size_t n) noexc
 // Pushes p (a block of class c) on the calling thread's cache, unchecked; past
 // the list's threshold a batch goes back to the central cache. Marked free, but for
 // the hardened heap's guarded blocks (`marked` false).
-MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b, std::size_t c,
-                                              bool marked = true) noexcept {
+// heap_push_keyed: with the key the caller read (the hardened library's is a load).
+MEMPOOL_ALWAYS_INLINE void heap_push_keyed(ThreadCache& t, FreeBlock* b, std::size_t c,
+                                           std::uintptr_t key, bool marked = true) noexcept {
   if (marked) {
-    heap_link_free(b, t.head(c), t.key());
+    heap_link_free(b, t.head(c), key);
   } else {
-    heap_set_next(b, t.head(c), t.key());
+    heap_set_next(b, t.head(c), key);
   }
   t.set_head(c, b);
   if (MEMPOOL_UNLIKELY(t.note_push(c))) t.flush(c);
+}
+MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b, std::size_t c,
+                                              bool marked = true) noexcept {
+  heap_push_keyed(t, b, c, t.key(), marked);
 }
 
 // free's hit path: a block that holds the free mark may be free already, and is
@@ -512,11 +531,12 @@ MEMPOOL_ALWAYS_INLINE void heap_push_to_cache(ThreadCache& t, FreeBlock* b, std:
 MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(ThreadCache& t, void* p, std::size_t c) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
   if constexpr (kMemoryChecker) checker_freed(p, heap_class_bytes(c));
-  if (MEMPOOL_UNLIKELY(b->byte_at(kHeapFreeMarkOffset) == static_cast<std::uint8_t>(t.key()))) {
+  const std::uintptr_t key = t.key();
+  if (MEMPOOL_UNLIKELY(b->byte_at(kHeapFreeMarkOffset) == static_cast<std::uint8_t>(key))) {
     heap_free_suspect(p, c);
     return;
   }
-  heap_push_to_cache(t, b, c);
+  heap_push_keyed(t, b, c, key);
 }
 MEMPOOL_ALWAYS_INLINE void heap_free_to_cache(void* p, std::size_t c) noexcept {
   heap_free_to_cache(this_thread_cache(), p, c);
