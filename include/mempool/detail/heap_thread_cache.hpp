@@ -374,7 +374,8 @@ MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_T
 // the prefix was the faster (mempool-bench compare's 4-byte pair 5.66 [5.50-5.76] ns
 // against 6.12 [6.01-6.30], medians [min-max] of interleaved rounds), before the heads
 // were addressed through a register; on an Intel Xeon of family 6 model 207 the two now
-// run alike (docs/performance.md, "On Intel"). Both are shipped: the default drop-in, and
+// run alike, and on an AMD EPYC of family 25 model 17 the pointer is 1-6% slower
+// (docs/performance.md, "On Intel", "On Zen 4"). Both are shipped: the default drop-in, and
 // libmempool-malloc-tls-pointer.so built with the option.
 MEMPOOL_ALWAYS_INLINE ThreadCache& this_thread_cache() noexcept {
   if constexpr (kTlsPointer) {
