@@ -51,8 +51,8 @@ const std::vector<AllocatorInfo>& all_allocators() {
        "(this build)",
        "mempool as malloc, hardened (docs/options.md): only when asked for by --allocators",
        false},
-      // The hit paths through the thread cache's address, not a %fs: prefix: faster on
-      // the Intel Xeon measured, slower on the AMD EPYC (docs/options.md,
+      // The hit paths through the thread cache's address, not a %fs: prefix: as fast on
+      // the Intel Xeon measured, slower on the AMD EPYCs (docs/options.md,
       // MEMPOOL_TLS_POINTER). Run both on a new CPU to choose.
       {"mempool-tls-pointer",
        true,
