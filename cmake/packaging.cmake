@@ -2,9 +2,7 @@
 # component of the top CMakeLists.txt.
 #   libmempool0         runtime: libmempool.so.0
 #   libmempool-malloc0  malloc:  libmempool-malloc.so.0, the LD_PRELOAD drop-in,
-#                                libmempool-malloc-hardened.so.0, the hardened one, and
-#                                libmempool-malloc-tls-pointer.so.0, the one for Intel
-#                                Xeons (docs/options.md, MEMPOOL_TLS_POINTER)
+#                                and libmempool-malloc-hardened.so.0, the hardened one
 #   libmempool-dev      dev:     headers, libmempool.a, the override objects, CMake and
 #                                pkg-config files, the libmempool*.so links
 # Configure with CMAKE_INSTALL_PREFIX=/usr so that GNUInstallDirs gives the multiarch
@@ -36,9 +34,7 @@ set(CPACK_DEBIAN_MALLOC_PACKAGE_SECTION libs)
 set(CPACK_COMPONENT_MALLOC_DESCRIPTION
   "mempool's heap as malloc and operator new for any program\n \
 LD_PRELOAD=libmempool-malloc.so.0 makes a program's malloc family and operator new mempool's;\n \
-libmempool-malloc-hardened.so.0 does the same with checks against misuse (canaries, guard pages);\n \
-libmempool-malloc-tls-pointer.so.0 reaches its thread cache through a pointer: faster on the Intel\n \
-Xeon measured (family 6 model 207), slower on AMD EPYC (family 26 model 2).")
+libmempool-malloc-hardened.so.0 does the same with checks against misuse (canaries, guard pages).")
 
 # The CMake package names libmempool.so.0 and libmempool-malloc.so.0 (mempool::malloc),
 # and find_package checks that both files exist: the dev package needs both.

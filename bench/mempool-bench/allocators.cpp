@@ -1,11 +1,17 @@
 #include "allocators.hpp"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+#include <deque>
 
 namespace mempool_bench {
 
-const std::vector<AllocatorInfo>& all_allocators() {
-  static const std::vector<AllocatorInfo> list = {
+namespace {
+
+std::vector<AllocatorInfo>& registry() {
+  static std::vector<AllocatorInfo> list = {
       {"glibc", true, {}, "libc6", "glibc's malloc, as the system has it"},
       {"mimalloc", true, {"libmimalloc.so.2", "libmimalloc.so"}, "libmimalloc-dev", "mimalloc"},
       {"jemalloc", true, {"libjemalloc.so.2", "libjemalloc.so"}, "libjemalloc-dev", "jemalloc"},
@@ -51,16 +57,6 @@ const std::vector<AllocatorInfo>& all_allocators() {
        "(this build)",
        "mempool as malloc, hardened (docs/options.md): only when asked for by --allocators",
        false},
-      // The hit paths through the thread cache's address, not a %fs: prefix: as fast on
-      // the Intel Xeon measured, slower on the AMD EPYCs (docs/options.md,
-      // MEMPOOL_TLS_POINTER). Run both on a new CPU to choose.
-      {"mempool-tls-pointer",
-       true,
-       {"libmempool-malloc-tls-pointer.so"},
-       "(this build)",
-       "mempool as malloc, its thread cache through a pointer "
-       "(libmempool-malloc-tls-pointer.so, docs/options.md): only when asked for by --allocators",
-       false},
       // malloc linked into the program rather than preloaded (bench/mempool-bench/CMakeLists.txt):
       // the form a program gets from mempool::override, or from a peer's static archive.
       {"mempool-linked",
@@ -99,6 +95,49 @@ const std::vector<AllocatorInfo>& all_allocators() {
   return list;
 }
 
+// The names and paths of the given allocators (AllocatorInfo holds C strings): a deque
+// does not move what it holds as it grows.
+std::deque<std::string>& given_strings() {
+  static std::deque<std::string> strings;
+  return strings;
+}
+
+}  // namespace
+
+const std::vector<AllocatorInfo>& all_allocators() {
+  return registry();
+}
+
+std::string add_given_allocator(const std::string& name_and_path) {
+  const std::size_t eq = name_and_path.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == name_and_path.size())
+    return "--preload " + name_and_path + ": expected NAME=PATH";
+  const std::string name = name_and_path.substr(0, eq);
+  const std::string path = name_and_path.substr(eq + 1);
+  for (const char c : name)
+    if ((c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' && c != '.')
+      return "--preload " + name_and_path + ": NAME may hold a-z, 0-9, '-', '_' and '.'";
+  if (find_allocator(name) != nullptr)
+    return "--preload " + name_and_path + ": " + name + " is an allocator already";
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr || ::access(resolved, R_OK) != 0)
+    return "--preload " + name_and_path + ": no such library: " + path;
+  std::deque<std::string>& strings = given_strings();
+  const char* stored_name = strings.emplace_back(name).c_str();
+  const char* stored_path = strings.emplace_back(resolved).c_str();
+  const char* what = strings.emplace_back(std::string("preloaded from ") + resolved).c_str();
+  AllocatorInfo a{stored_name, true, {stored_path}, "(given by --preload)", what};
+  a.given = true;
+  registry().push_back(a);
+  return "";
+}
+
+std::string given_allocator_argument(std::string_view name) {
+  const AllocatorInfo* a = find_allocator(name);
+  if (a == nullptr || !a->given) return "";
+  return std::string("--preload=") + a->name + "=" + a->libs.front();
+}
+
 const AllocatorInfo* find_allocator(std::string_view name) {
   for (const AllocatorInfo& a : all_allocators())
     if (name == a.name) return &a;
@@ -123,6 +162,10 @@ bool locate_library(const AllocatorInfo& a, const std::string& exe_dir, std::str
     return false;
   }
   if (a.libs.empty()) return true;  // glibc, or in process: nothing to preload
+  if (a.given) {                    // its path, checked when it was given
+    *path = a.libs.front();
+    return true;
+  }
   std::vector<std::string> dirs = {"/usr/lib/x86_64-linux-gnu",
                                    "/lib/x86_64-linux-gnu",
                                    "/usr/lib/aarch64-linux-gnu",

@@ -65,9 +65,19 @@ struct AllocatorInfo {
   // a call reaches malloc without a PLT stub. libs then names the archive, for its
   // version. nullptr: mempool-bench itself.
   const char* program = nullptr;
+  // Given by --preload NAME=PATH: a library of the user's (libs holds its one path), run
+  // with the default set; not a peer, and not mempool's.
+  bool given = false;
 };
 
 const std::vector<AllocatorInfo>& all_allocators();
+// --preload NAME=PATH: the malloc library at PATH (a build of your own, another version,
+// another allocator) preloaded as allocator NAME beside the others. "" when added, else
+// what is wrong with it. Before any lookup: the pointers find_allocator gave may move.
+std::string add_given_allocator(const std::string& name_and_path);
+// The argument that gives allocator `name` to a child ("--preload=NAME=PATH"), or "" for
+// a built-in one.
+std::string given_allocator_argument(std::string_view name);
 const AllocatorInfo* find_allocator(std::string_view name);
 // The allocator's extra environment ("NAME=value"), empty for an unknown name.
 std::vector<std::string> allocator_env(std::string_view name);

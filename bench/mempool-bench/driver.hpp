@@ -20,6 +20,7 @@ struct Options {
   std::string command;  // a workload, "suite", "report" or "run"
   std::string report_dir;
   std::vector<std::string> allocators;
+  std::vector<std::string> preloads;  // --preload NAME=PATH (added before parsing: main.cpp)
   std::vector<int> threads;
   std::size_t size = 0;  // 0: the workload's own
   std::string size_dist = "fixed";

@@ -80,10 +80,11 @@ std::string utc_now() {
 }
 
 // The version of what an allocator runs: glibc's and mempool's own, or the
-// Debian package that installed a preloaded library.
+// Debian package that installed a preloaded library (a --preload library: its path).
 std::string library_version(const std::string& name, const std::string& path) {
   if (name == "glibc") return gnu_get_libc_version();
   if (name == "std-pmr") return "libstdc++ " + std::to_string(_GLIBCXX_RELEASE);
+  if (const AllocatorInfo* a = find_allocator(name); a != nullptr && a->given) return path;
   if (path.empty() || name.starts_with("mempool")) return MEMPOOL_BENCH_VERSION;
   const std::string owner = command_line_output("dpkg-query -S '" + path + "' 2>/dev/null");
   const std::string package = owner.substr(0, owner.find(':'));

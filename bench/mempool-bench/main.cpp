@@ -70,6 +70,19 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  // --preload NAME=PATH adds an allocator, which --allocators must then accept: taken
+  // before the parser is built with the list of names.
+  for (int i = 1; i < own; ++i) {
+    std::string given;
+    if (std::strncmp(argv[i], "--preload=", 10) == 0) {
+      given = argv[i] + 10;
+    } else if (std::strcmp(argv[i], "--preload") == 0 && i + 1 < own) {
+      given = argv[++i];
+    } else {
+      continue;
+    }
+    if (const std::string bad = add_given_allocator(given); !bad.empty()) return usage_error(bad);
+  }
   CLI::App app{"mempool-bench: mempool against glibc, mimalloc, jemalloc and tcmalloc"};
   app.add_option("command", o.command,
                  "a workload, 'suite' (the headline subset; with --full, every workload), 'report' "
@@ -78,10 +91,14 @@ int main(int argc, char** argv) {
   app.add_option("dir", o.report_dir, "report: the folder of saved results");
   app.add_option("--allocators", o.allocators,
                  "comma-separated (default: every one installed but mempool-hardened, "
-                 "mempool-tls-pointer, mempool-profile, jemalloc-thp and mempool-thp-never, which "
+                 "mempool-profile, jemalloc-thp and mempool-thp-never, which "
                  "run where a workload asks: bigheap, redis-bigheap)")
       ->delimiter(',')
       ->check(CLI::IsMember(allocator_names()));
+  app.add_option("--preload", o.preloads,
+                 "NAME=PATH: the malloc library at PATH (a build of your own, another version, "
+                 "another allocator) run as allocator NAME beside the others, preloaded as they "
+                 "are; repeatable");
   app.add_option("--threads", o.threads, "comma-separated thread counts (default 1)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));

@@ -1,6 +1,7 @@
 // The plan: which runs, in which order, and the arguments of each child.
 #include <algorithm>
 #include <thread>
+#include <utility>
 
 #include "driver.hpp"
 #include "workloads/workloads.hpp"
@@ -47,6 +48,9 @@ std::vector<std::string> child_args(const std::string& exe, const RunSpec& s) {
   if (!s.app.empty()) a.push_back("--apps=" + s.app);
   if (!s.replace.empty()) a.push_back("--replace=" + s.replace);
   if (s.check_output) a.emplace_back("--check-output");
+  // The child checks --allocators against its own list, which must have this one too.
+  if (std::string given = given_allocator_argument(s.allocator); !given.empty())
+    a.push_back(std::move(given));
   if (!s.command.empty()) {
     a.emplace_back("--");
     a.insert(a.end(), s.command.begin(), s.command.end());

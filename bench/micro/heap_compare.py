@@ -7,9 +7,8 @@
 
 Runs BUILD/heap_benchmark (malloc/free: glibc as it is, each peer through
 LD_PRELOAD) and BUILD/heap_benchmark_mempool (mempool::allocate/deallocate; the
-allocator "mempool-c" runs it with --api c: mp_malloc/mp_free; "mempool-malloc-hardened"
-and "mempool-malloc-tls-pointer", only when named, preload the hardened drop-in and the
-one built with MEMPOOL_TLS_POINTER; "mempool-linked", "jemalloc-linked" and
+allocator "mempool-c" runs it with --api c: mp_malloc/mp_free; "mempool-malloc-hardened",
+only when named, preloads the hardened drop-in; "mempool-linked", "jemalloc-linked" and
 "tcmalloc-linked", only when named, run BUILD/heap_benchmark_linked and
 heap_benchmark_<peer>_linked: malloc linked into the program, no preload, compared
 with each other), one process per measurement. Repetitions are
@@ -69,20 +68,17 @@ PEERS = {
 }
 BASELINE = "glibc"
 ALL_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-c",
-                  "mempool-malloc", "mempool-malloc-hardened", "mempool-malloc-tls-pointer",
+                  "mempool-malloc", "mempool-malloc-hardened",
                   "mempool-linked", "jemalloc-linked", "tcmalloc-linked"]
 DEFAULT_ALLOCATORS = [BASELINE, "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-malloc"]
 # mempool-malloc: the drop-in libmempool-malloc.so preloaded into the same binary
 # as the peers (from the folder above --build).
 MEMPOOL = ("mempool", "mempool-c", "mempool-malloc")
 # The drop-ins, from the folder above --build: (file, CMake target). Not by default: the
-# hardened one, for its costs, and the TLS-pointer one (docs/options.md), for the CPUs
-# where it is the faster; no targets for either.
+# hardened one, for its costs; no targets for it.
 DROP_INS = {
     "mempool-malloc": ("libmempool-malloc.so", "mempool_malloc"),
     "mempool-malloc-hardened": ("libmempool-malloc-hardened.so", "mempool_malloc_hardened"),
-    "mempool-malloc-tls-pointer": ("libmempool-malloc-tls-pointer.so",
-                                   "mempool_malloc_tls_pointer"),
 }
 
 # malloc linked into the program instead of preloaded (bench/micro/CMakeLists.txt): a call

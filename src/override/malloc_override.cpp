@@ -87,15 +87,14 @@ MEMPOOL_ALLOCATION_ENTRY void* memalign_any(std::size_t alignment, std::size_t n
   return mp_aligned_alloc(a, n);
 }
 
-// MEMPOOL_VERBOSE=1 says, as the program starts, that mempool is its malloc, and which
-// build: the hardened library, and one whose hit paths address the thread cache through
-// a pointer (libmempool-malloc-tls-pointer.so, docs/options.md).
+// MEMPOOL_VERBOSE=1 says, as the program starts, that mempool is its malloc, and whether
+// it is the hardened library.
 __attribute__((constructor)) void announce() noexcept {
   heap_read_options();
   if (heap_verbose()) {
     write_stderr_line("version " MEMPOOL_VERSION_STRING
                       " active as malloc and operator new in this process",
-                      kHardened ? " (hardened)" : "", kTlsPointer ? " (TLS pointer)" : "");
+                      kHardened ? " (hardened)" : "");
   }
 }
 

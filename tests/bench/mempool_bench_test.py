@@ -83,6 +83,11 @@ class Arguments(unittest.TestCase):
              "records every allocation"),
             (["run", "--profile", "--check-output", "--", "true"], "--check-output"),
             (["run", "--profile"], "command after --"),
+            (["compare", "--preload=mine"], "expected NAME=PATH"),
+            (["compare", "--preload", "=/lib/x.so"], "expected NAME=PATH"),
+            (["compare", "--preload=Mine!=/bin/true"], "NAME may hold"),
+            (["compare", "--preload=mempool=/bin/true"], "mempool is an allocator already"),
+            (["compare", "--preload=mine=/no/such/lib.so"], "no such library: /no/such/lib.so"),
         ]
         with tempfile.NamedTemporaryFile(suffix=".txt") as plain:
             os.chmod(plain.name, 0o644)
@@ -574,7 +579,7 @@ class ConsoleTable(unittest.TestCase):
     the console, and its numbers are the runs' medians."""
 
     ALL = ["glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
-           "mempool-tls-pointer", "mempool-profile", "jemalloc-thp", "mempool-thp-never",
+           "mempool-profile", "jemalloc-thp", "mempool-thp-never",
            "mempool-linked", "jemalloc-linked", "tcmalloc-linked",
            "object-pool", "size-class-pool", "bitmap-pool", "std-pmr", "mempool-heap"]
 
@@ -756,11 +761,10 @@ class Command(unittest.TestCase):
             self.assertIn("mempool", names)
             self.assertFalse(names & {"mempool-heap", "object-pool", "std-pmr"}, names)
             # mempool's other drop-ins run only when asked for (they are not peers).
-            self.assertFalse(names & {"mempool-hardened", "mempool-tls-pointer"}, names)
+            self.assertFalse(names & {"mempool-hardened", "mempool-profile"}, names)
 
     def test_the_other_drop_ins_when_asked_for(self):
-        for allocator, library in [("mempool-hardened", "libmempool-malloc-hardened.so"),
-                                   ("mempool-tls-pointer", "libmempool-malloc-tls-pointer.so")]:
+        for allocator, library in [("mempool-hardened", "libmempool-malloc-hardened.so")]:
             with self.subTest(allocator=allocator), tempfile.TemporaryDirectory() as d:
                 r = run("run", f"--allocators={allocator}", "--repeat=1", "--out", d, "--",
                         "/usr/bin/python3", "-c", "print(len([str(i) for i in range(10000)]))")
@@ -768,6 +772,36 @@ class Command(unittest.TestCase):
                 records = read_records(d)
                 self.assertEqual([x["allocator"] for x in records], [allocator])
                 self.assertIn(library, records[0]["malloc_from"])
+
+    def test_a_library_of_ones_own(self):
+        # --preload NAME=PATH: a malloc library run as allocator NAME with the default set,
+        # or where --allocators names it; its children (run's, and compare's below) are
+        # told of it too, and the record says which file served malloc.
+        library = os.path.realpath(os.path.join(os.path.dirname(TOOL), "..",
+                                                "libmempool-malloc-hardened.so"))
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", f"--preload=mine={library}", "--repeat=1", "--out", d, "--",
+                    "/usr/bin/python3", "-c", "print(len([str(i) for i in range(10000)]))")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            records = {x["allocator"]: x for x in read_records(d)}
+            self.assertIn("glibc", records)
+            self.assertIn("mempool", records)
+            self.assertIn("mine", records)
+            self.assertEqual(records["mine"]["malloc_from"], library)
+            self.assertNotIn("hardened", records["mempool"]["malloc_from"])
+            self.assertIn("mine", r.stdout)
+        with tempfile.TemporaryDirectory() as d:
+            r = run("compare", "--quick", "--size=64", "--threads=1", "--allocators=glibc,mine",
+                    "--preload", f"mine={library}", "--out", d)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            records = read_records(d)
+            self.assertEqual(sorted({x["allocator"] for x in records}), ["glibc", "mine"])
+            for rec in records:
+                check_record(self, rec)
+                # Its version is its path: no package says what it is.
+                self.assertEqual(rec["machine"]["libraries"]["mine"], library)
+                if rec["allocator"] == "mine":
+                    self.assertEqual(rec["malloc_from"], library)
 
     def test_a_failing_command_is_a_failure_not_a_number(self):
         with tempfile.TemporaryDirectory() as d:

@@ -70,13 +70,9 @@ print('mp_malloc', 'ok' if p else 'failed')")
 endif()
 
 # find_package: mempool::mempool is the shared library.
-set(with_tls_pointer_override OFF)
-if(with_override AND TLS_POINTER_DROP_IN)
-  set(with_tls_pointer_override ON)
-endif()
 run(${CMAKE_COMMAND} -S ${consumer} -B ${WORK_DIR}/build -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_FLAGS=${flags}
-    -DWITH_OVERRIDE=${with_override} -DWITH_TLS_POINTER_OVERRIDE=${with_tls_pointer_override})
+    -DWITH_OVERRIDE=${with_override})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 expect("cmake consumer" "heap 1 malloc-is-mempool 0" ${WORK_DIR}/build/consumer)
 expect("cmake consumer links libmempool.so.0" "NEEDED +libmempool\\.so\\.${major}\n"
@@ -121,19 +117,4 @@ if(HARDENED)
          "active as malloc and operator new in this process \\(hardened\\).*malloc-is-mempool 1"
          ${CMAKE_COMMAND} -E env MEMPOOL_VERBOSE=1
          LD_PRELOAD=${libdir}/libmempool-malloc-hardened.so.${major} ${WORK_DIR}/build/consumer)
-endif()
-# The drop-in whose thread cache is reached through a pointer, where it is built
-# (TLS_POINTER_DROP_IN: optimized builds whose own drop-in has the %fs: prefix).
-if(TLS_POINTER_DROP_IN)
-  expect("SONAME of libmempool-malloc-tls-pointer"
-         "SONAME +libmempool-malloc-tls-pointer\\.so\\.${major}\n"
-         ${OBJDUMP} -p ${libdir}/libmempool-malloc-tls-pointer.so.${VERSION})
-  expect("consumer under the TLS-pointer LD_PRELOAD"
-         "active as malloc and operator new in this process \\(TLS pointer\\).*malloc-is-mempool 1"
-         ${CMAKE_COMMAND} -E env MEMPOOL_VERBOSE=1
-         LD_PRELOAD=${libdir}/libmempool-malloc-tls-pointer.so.${major} ${WORK_DIR}/build/consumer)
-  # ... and the same form linked in, from the installed objects.
-  expect("mempool::override_tls_pointer consumer"
-         "active as malloc and operator new in this process \\(TLS pointer\\).*override 1"
-         ${CMAKE_COMMAND} -E env MEMPOOL_VERBOSE=1 ${WORK_DIR}/build/override_tls_pointer_consumer)
 endif()

@@ -30,12 +30,9 @@ for deb in "${debs[@]}"; do
   files=$(dpkg-deb -c "$deb")
   case "$name" in
     libmempool0 | libmempool-malloc0)
-      # libmempool-malloc0 ships the drop-ins: libmempool-malloc.so.0, the hardened one
-      # and, on x86-64, the one whose thread cache is reached through a pointer.
+      # libmempool-malloc0 ships the drop-ins: libmempool-malloc.so.0 and the hardened one.
       libs=("${name%0}.so.0")
       [ "$name" = libmempool-malloc0 ] && libs+=(libmempool-malloc-hardened.so.0)
-      [ "$name" = libmempool-malloc0 ] && [ "$(uname -m)" = x86_64 ] &&
-        libs+=(libmempool-malloc-tls-pointer.so.0)
       [[ "$depends" == *libc6* ]] || fail "$name: Depends: $depends"
       # The drop-ins need nothing but libc (docs/architecture.md, "The drop-in library").
       if [ "$name" = libmempool-malloc0 ]; then
@@ -72,12 +69,7 @@ cache=$(ldconfig -p)
 grep -q "libmempool.so.0 " <<<"$cache" || fail "ldconfig does not know libmempool.so.0"
 
 rm -rf "$work" && mkdir -p "$work"
-# On x86-64 the -dev package has mempool::override_tls_pointer too (the objects of
-# libmempool-malloc-tls-pointer.so, for linking).
-tls_pointer=OFF
-[ "$(uname -m)" = x86_64 ] && tls_pointer=ON
-cmake -S "$source_dir/tests/install/consumer" -B "$work/cmake" -G Ninja \
-  -DWITH_TLS_POINTER_OVERRIDE=$tls_pointer >/dev/null
+cmake -S "$source_dir/tests/install/consumer" -B "$work/cmake" -G Ninja >/dev/null
 cmake --build "$work/cmake" >/dev/null
 out=$("$work/cmake/consumer")
 [[ "$out" == *"heap 1 malloc-is-mempool 0"* ]] || fail "CMake consumer: $out"
@@ -86,11 +78,6 @@ deps=$(ldd "$work/cmake/consumer")
 grep -q "libmempool.so.0 => /.*/libmempool.so.0" <<<"$deps" ||
   fail "CMake consumer does not load the installed libmempool.so.0"
 "$work/cmake/override_consumer" >/dev/null || fail "mempool::override consumer failed"
-if [ $tls_pointer = ON ]; then
-  out=$(MEMPOOL_VERBOSE=1 "$work/cmake/override_tls_pointer_consumer" 2>&1)
-  [[ "$out" == *"(TLS pointer)"*"override 1"* ]] ||
-    fail "mempool::override_tls_pointer consumer: $out"
-fi
 # MEMPOOL_STATIC: mempool::mempool is libmempool.a.
 cmake -S "$source_dir/tests/install/consumer" -B "$work/cmake-static" -G Ninja -DMEMPOOL_STATIC=ON \
   -DWITH_OVERRIDE=OFF >/dev/null
@@ -114,13 +101,6 @@ out=$(LD_PRELOAD=$libdir/libmempool-malloc-hardened.so.0 MEMPOOL_VERBOSE=1 \
   python3 -c 'print(sum(len(str(i)) for i in range(100000)))' 2>&1)
 [[ "$out" == *"in this process (hardened)"* ]] || fail "python3 did not run on hardened mempool: $out"
 [[ "$out" == *$'\n'488890 ]] || fail "python3 under hardened mempool printed: $out"
-if [ "$(uname -m)" = x86_64 ]; then
-  out=$(LD_PRELOAD=$libdir/libmempool-malloc-tls-pointer.so.0 MEMPOOL_VERBOSE=1 \
-    python3 -c 'print(sum(len(str(i)) for i in range(100000)))' 2>&1)
-  [[ "$out" == *"in this process (TLS pointer)"* ]] ||
-    fail "python3 did not run on mempool (TLS pointer): $out"
-  [[ "$out" == *$'\n'488890 ]] || fail "python3 under mempool (TLS pointer) printed: $out"
-fi
 
 apt-get purge -y -qq "${packages[@]}" >/dev/null
 left=$(ls -d /usr/include/mempool "$libdir"/libmempool* "$libdir"/cmake/mempool \

@@ -1,28 +1,25 @@
-# cmake -DOBJDUMP=... "-DLIBRARIES=lib1=prefix;lib2=pointer+fn" -P check_tls_access.cmake
+# cmake -DOBJDUMP=... "-DLIBRARIES=lib1=prefix;lib2=prefix+fn" -P check_tls_access.cmake
 #
-# How the drop-ins' entry points reach the thread cache (MEMPOOL_TLS_POINTER,
-# include/mempool/detail/heap_thread_cache.hpp): `prefix`, the default, puts %fs: on the
-# accesses themselves, the list heads' as %fs:(register) with the class already added in
-# (ThreadCache::head), never %fs:(%rax,%rsi,8); `pointer` takes the thread pointer once
-# (%fs:0x0) and addresses the cache through a register, so that no access to a
-# thread-local carries the prefix. A head addressed with the prefix and an index cost 3 ns
-# a pair on an Intel Xeon, and the pointer was 8-11% slower on an AMD EPYC
-# (docs/performance.md, "On Intel"): this fails when a library is built the other way
-# (the option lost on its way to the variant's objects, the compiler folding the address
-# back, or a hit path reading a head as t.heads[c]).
+# How the drop-ins' entry points reach the thread cache
+# (include/mempool/detail/heap_thread_cache.hpp): with %fs: on the accesses themselves,
+# the list heads' as %fs:(register) with the class already added in (ThreadCache::head),
+# never %fs:(%rax,%rsi,8). A head addressed with the prefix and an index cost 3 ns a pair
+# on an Intel Xeon (docs/performance.md, "On Intel"): this fails when a library's hit path
+# reads a head as t.heads[c] again, or reaches no thread-local with the prefix at all
+# (the compiler taking the cache's address whole, as at -O0).
 #
-# And in either mode, each function's hit path (its code up to the first `ret`: the
-# compiler lays the likely path out first) loads at most one GOT entry, the cache's
-# offset: the hit path's accesses all go through it (ThreadCache::tls_offset), and a
-# second load came back wherever the compiler did not merge two of them (the hardened
-# library's key, the sized delete's two class lookups). `+fn` after the mode names more
-# functions to read in that library (the hardened library's free is a jump to one).
+# And each function's hit path (its code up to the first `ret`: the compiler lays the
+# likely path out first) loads at most one GOT entry, the cache's offset: the hit path's
+# accesses all go through it (ThreadCache::tls_offset), and a second load came back
+# wherever the compiler did not merge two of them (the hardened library's key, the sized
+# delete's two class lookups). `+fn` after the mode names more functions to read in that
+# library (the hardened library's free is a jump to one).
 include(${CMAKE_CURRENT_LIST_DIR}/read_tool.cmake)
 set(common_functions malloc free _Znwm _ZdlPv _ZdlPvm)
 foreach(entry IN LISTS LIBRARIES)
-  string(REGEX MATCH "^(.*)=(prefix|pointer)((\\+[A-Za-z0-9_]+)*)$" matched "${entry}")
+  string(REGEX MATCH "^(.*)=(prefix)((\\+[A-Za-z0-9_]+)*)$" matched "${entry}")
   if(NOT matched)
-    message(FATAL_ERROR "LIBRARIES entry '${entry}': expected PATH=prefix or PATH=pointer, "
+    message(FATAL_ERROR "LIBRARIES entry '${entry}': expected PATH=prefix, "
       "then +FUNCTION for each function more")
   endif()
   set(lib "${CMAKE_MATCH_1}")
@@ -49,8 +46,8 @@ foreach(entry IN LISTS LIBRARIES)
       if(line MATCHES "\tret")
         set(in_hit_path FALSE)
       endif()
-      # %fs:0x0 is the thread pointer itself (the pointer form's base) and %fs:0x28 the
-      # stack protector's canary; any other %fs: operand is an access to a thread-local.
+      # %fs:0x0 is the thread pointer itself and %fs:0x28 the stack protector's canary;
+      # any other %fs: operand is an access to a thread-local.
       if(line MATCHES "%fs:" AND NOT line MATCHES "%fs:0x(0|28)(,|$)")
         string(STRIP "${line}" line)
         list(APPEND prefixed "${function}: ${line}")
@@ -73,13 +70,10 @@ foreach(entry IN LISTS LIBRARIES)
   endif()
   list(LENGTH prefixed n)
   list(JOIN prefixed "\n  " shown)
-  if(mode STREQUAL "pointer" AND n GREATER 0)
-    message(FATAL_ERROR "${lib} should reach the thread cache through a pointer, but has "
-      "${n} %fs:-prefixed accesses:\n  ${shown}")
-  elseif(mode STREQUAL "prefix" AND n EQUAL 0)
-    message(FATAL_ERROR "${lib} should put %fs: on its thread-cache accesses (the default "
-      "build), but has none in ${function_names}")
-  elseif(mode STREQUAL "prefix" AND indexed_heads)
+  if(n EQUAL 0)
+    message(FATAL_ERROR "${lib} should put %fs: on its thread-cache accesses, but "
+      "has none in ${function_names}")
+  elseif(indexed_heads)
     list(JOIN indexed_heads "\n  " shown)
     message(FATAL_ERROR "${lib} addresses list heads with %fs: and an index register "
       "(ThreadCache::head addresses them as %fs:(register)):\n  ${shown}")

@@ -13,7 +13,7 @@ BASELINE = "glibc"
 # where asked after them), then the in-process allocators.
 ALLOCATOR_ORDER = [
     "glibc", "mimalloc", "jemalloc", "tcmalloc", "mempool", "mempool-hardened",
-    "mempool-tls-pointer", "jemalloc-thp", "mempool-thp-never",
+    "jemalloc-thp", "mempool-thp-never",
     "mempool-linked", "jemalloc-linked", "tcmalloc-linked",
     "mempool-heap", "object-pool", "bitmap-pool", "size-class-pool", "std-pmr",
 ]

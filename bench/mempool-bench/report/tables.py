@@ -19,7 +19,6 @@ EXTRA_METRICS = {
 EXPECTED_MALLOC_FROM = {
     "glibc": "libc.so", "mimalloc": "mimalloc", "jemalloc": "jemalloc",
     "tcmalloc": "tcmalloc", "mempool": "mempool", "mempool-hardened": "mempool-malloc-hardened",
-    "mempool-tls-pointer": "mempool-malloc-tls-pointer",
     "jemalloc-thp": "jemalloc", "mempool-thp-never": "mempool-malloc.so",
     # malloc linked in: the program itself, mempool-bench built again with it
     "mempool-linked": "mempool-bench-linked", "jemalloc-linked": "mempool-bench-jemalloc-linked",

@@ -90,8 +90,7 @@ static_assert(heap_class_bytes(1) >= kHeapFreeMarkOffset + sizeof(void*));
 #define MEMPOOL_SANITIZED_BUILD 1
 #endif
 #endif
-#if defined(__x86_64__) && !defined(__ILP32__) && !MEMPOOL_TLS_POINTER_BUILD && \
-    !defined(MEMPOOL_SANITIZED_BUILD)
+#if defined(__x86_64__) && !defined(__ILP32__) && !defined(MEMPOOL_SANITIZED_BUILD)
 #define MEMPOOL_TLS_HEAD_REGISTER 1
 #else
 #define MEMPOOL_TLS_HEAD_REGISTER 0
@@ -180,12 +179,12 @@ class MEMPOOL_API ThreadCache : public ThreadCacheHot {
   // head and the next malloc's load of it, bound a malloc/free loop: mempool-bench
   // compare's 4-byte pair took 12.5 [11.1-15.9] ns with the compiler's address and 9.7
   // [9.2-14.9] with the register, the segment alone (here) or the index alone (the
-  // TLS-pointer build) as fast (docs/performance.md, "On Intel"). The room counters keep
-  // the indexed form, which measured the same either way. Every access is an asm, so that
-  // the compiler loads no offset of its own from the GOT beside tls_offset's (an operand
-  // naming the memory would make it compute the address): a "memory" clobber orders them
-  // instead, and volatile keeps each (the compiler merges no two loads of a head). With
-  // that second GOT load, and the pop's two copies (heap_pop_head), compare ran 3-16%
+  // cache's address in a register, this_thread_cache below) as fast (docs/performance.md, "On
+  // Intel"). The room counters keep the indexed form, which measured the same either way. Every
+  // access is an asm, so that the compiler loads no offset of its own from the GOT beside
+  // tls_offset's (an operand naming the memory would make it compute the address): a "memory"
+  // clobber orders them instead, and volatile keeps each (the compiler merges no two loads of a
+  // head). With that second GOT load, and the pop's two copies (heap_pop_head), compare ran 3-16%
   // slower at 4 B to 4 KiB on that Xeon.
   [[nodiscard]] MEMPOOL_ALWAYS_INLINE FreeBlock* head(std::size_t c) const noexcept {
 #if MEMPOOL_TLS_HEAD_REGISTER
@@ -366,25 +365,16 @@ class MEMPOOL_API ThreadCache : public ThreadCacheHot {
 // included: one %fs-relative access, no __tls_get_addr call.
 MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_TLS_MODEL;
 
-// The calling thread's cache, which the hit paths address the lists through. By
-// default its accesses carry a %fs: prefix (the list heads' as %fs:(register),
-// ThreadCache::head); with MEMPOOL_TLS_POINTER=1 the cache's address is taken once (%fs:0
-// plus the variable's offset) and hidden from the compiler by an empty asm, so that it
-// cannot fold it back into %fs:-relative addresses. On an AMD EPYC of family 26 model 2
-// the prefix was the faster (mempool-bench compare's 4-byte pair 5.66 [5.50-5.76] ns
-// against 6.12 [6.01-6.30], medians [min-max] of interleaved rounds), before the heads
-// were addressed through a register; on an Intel Xeon of family 6 model 207 the two now
-// run alike, and on an AMD EPYC of family 25 model 17 the pointer is 1-6% slower
-// (docs/performance.md, "On Intel", "On Zen 4"). Both are shipped: the default drop-in, and
-// libmempool-malloc-tls-pointer.so built with the option.
+// The calling thread's cache, which the hit paths address the lists through, each access
+// with a %fs: prefix (the list heads' as %fs:(register), ThreadCache::head). The cache's
+// address taken once and hidden from the compiler (GCC's -mno-tls-direct-seg-refs does the
+// same) was built and shipped beside this form as libmempool-malloc-tls-pointer.so, and
+// was slower or level on every CPU measured since the heads' register form: 7-15% slower
+// on an AMD EPYC of family 26 model 2, 1-3% on an Intel Xeon of family 6 model 207, 1-6%
+// on an AMD EPYC of family 25 model 17, 2-5% on an Intel Xeon reported as family 6 model
+// 167 (docs/performance.md, "On Intel", "On Zen 4", "On a second Intel model").
 MEMPOOL_ALWAYS_INLINE ThreadCache& this_thread_cache() noexcept {
-  if constexpr (kTlsPointer) {
-    ThreadCache* t = &tls_thread_cache;
-    __asm__("" : "+r"(t));
-    return *t;
-  } else {
-    return tls_thread_cache;
-  }
+  return tls_thread_cache;
 }
 
 // Checked builds: marks a block handed out (src/heap/heap.cpp).

@@ -53,12 +53,6 @@
 #define MEMPOOL_HARDENED_BUILD 0
 #endif
 
-#if defined(MEMPOOL_TLS_POINTER) && MEMPOOL_TLS_POINTER
-#define MEMPOOL_TLS_POINTER_BUILD 1
-#else
-#define MEMPOOL_TLS_POINTER_BUILD 0
-#endif
-
 namespace mempool::detail {
 
 // 128-bit integers for multiply-high and the 16-byte CAS (a GCC/Clang extension).
@@ -75,11 +69,6 @@ inline constexpr bool kChecked = MEMPOOL_CHECKED_BUILD != 0;
 // free-list links (free_list.hpp). Every other build compiles those branches away.
 inline constexpr bool kHardened = MEMPOOL_HARDENED_BUILD != 0;
 static_assert(!(kChecked && kHardened), "the checked and hardened builds are separate builds");
-
-// True where MEMPOOL_TLS_POINTER=1 is defined (the CMake option, and
-// libmempool-malloc-tls-pointer.so): the heap's hit paths reach the thread cache through
-// its address instead of a %fs: prefix on every access (this_thread_cache()).
-inline constexpr bool kTlsPointer = MEMPOOL_TLS_POINTER_BUILD != 0;
 
 // 64 bytes on every x86-64 and most AArch64 parts. std::hardware_destructive_
 // interference_size is not used because GCC warns that it may change between
