@@ -802,6 +802,15 @@ class Command(unittest.TestCase):
                 self.assertEqual(rec["machine"]["libraries"]["mine"], library)
                 if rec["allocator"] == "mine":
                     self.assertEqual(rec["malloc_from"], library)
+        # A library that does not define malloc would measure glibc under the name: the run
+        # stops, naming it.
+        not_malloc = os.path.realpath(os.path.join(os.path.dirname(TOOL), "..", "libmempool.so"))
+        with tempfile.TemporaryDirectory() as d:
+            r = run("run", f"--preload=plain={not_malloc}", "--allocators=plain", "--repeat=1",
+                    "--out", d, "--", "true")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("plain: malloc came from", r.stderr)
+            self.assertIn(f"not {not_malloc} (LD_PRELOAD failed)", r.stderr)
 
     def test_a_failing_command_is_a_failure_not_a_number(self):
         with tempfile.TemporaryDirectory() as d:
