@@ -369,10 +369,10 @@ MEMPOOL_API extern constinit thread_local ThreadCache tls_thread_cache MEMPOOL_T
 // with a %fs: prefix (the list heads' as %fs:(register), ThreadCache::head). The cache's
 // address taken once and hidden from the compiler (GCC's -mno-tls-direct-seg-refs does the
 // same) was built and shipped beside this form as libmempool-malloc-tls-pointer.so, and
-// was slower or level on every CPU measured since the heads' register form: 7-15% slower
-// on an AMD EPYC of family 26 model 2, 1-3% on an Intel Xeon of family 6 model 207, 1-6%
-// on an AMD EPYC of family 25 model 17, 2-5% on an Intel Xeon reported as family 6 model
-// 167 (docs/performance.md, "On Intel", "On Zen 4", "On a second Intel model").
+// was faster on no CPU measured: 7-15% slower on an AMD EPYC of family 26 model 2 (before
+// the heads' register form), then against that form 1-3% slower on an Intel Xeon of family
+// 6 model 207, 1-6% on an AMD EPYC of family 25 model 17, 2-5% on an Intel Xeon reported as
+// family 6 model 167 (docs/performance.md, "On Intel", "On Zen 4", "On a second Intel model").
 MEMPOOL_ALWAYS_INLINE ThreadCache& this_thread_cache() noexcept {
   return tls_thread_cache;
 }
