@@ -37,6 +37,21 @@ void count_map(std::size_t bytes) noexcept {
   g_bytes_mapped.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+// The aligned part of a mapping of `padded` = bytes + alignment bytes at `raw`: the head
+// before it and the tail after it handed to `release` (os_unmap for a map, which counts
+// them; munmap for a reservation, which is not counted).
+char* trim_to_alignment(char* raw, std::size_t padded, std::size_t bytes, std::size_t alignment,
+                        void (*release)(void*, std::size_t) noexcept) noexcept {
+  const auto addr = reinterpret_cast<std::uintptr_t>(raw);
+  const std::size_t head = ((addr + alignment - 1) & ~(alignment - 1)) - addr;
+  if (head != 0) release(raw, head);
+  if (const std::size_t tail = padded - head - bytes; tail != 0) release(raw + head + bytes, tail);
+  return raw + head;
+}
+void unmap_uncounted(void* p, std::size_t bytes) noexcept {
+  ::munmap(p, bytes);
+}
+
 }  // namespace
 
 namespace detail {
@@ -88,12 +103,7 @@ void* os_reserve_zeros(std::size_t bytes, std::size_t alignment) noexcept {
   void* raw =
       ::mmap(nullptr, padded, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
-  const auto addr = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t start = (addr + alignment - 1) & ~(alignment - 1);
-  if (start != addr) ::munmap(raw, start - addr);
-  if (const std::size_t tail = addr + padded - (start + bytes); tail != 0)
-    ::munmap(reinterpret_cast<void*>(start + bytes), tail);  // NOLINT(performance-no-int-to-ptr)
-  return reinterpret_cast<void*>(start);                     // NOLINT(performance-no-int-to-ptr)
+  return trim_to_alignment(static_cast<char*>(raw), padded, bytes, alignment, unmap_uncounted);
 }
 
 bool os_commit(void* p, std::size_t bytes) noexcept {
@@ -121,12 +131,7 @@ void* os_map_aligned(std::size_t bytes, std::size_t alignment) noexcept {
   if (padded < bytes) return nullptr;
   auto* raw = static_cast<char*>(os_map(padded));
   if (raw == nullptr) return nullptr;
-  const auto addr = reinterpret_cast<std::uintptr_t>(raw);
-  const std::size_t head = ((addr + alignment - 1) & ~(alignment - 1)) - addr;
-  if (head != 0) os_unmap(raw, head);
-  const std::size_t tail = padded - head - bytes;
-  if (tail != 0) os_unmap(raw + head + bytes, tail);
-  return raw + head;
+  return trim_to_alignment(raw, padded, bytes, alignment, os_unmap);
 }
 
 void* os_remap(void* p, std::size_t old_bytes, std::size_t new_bytes, void* target) noexcept {
