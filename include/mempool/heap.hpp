@@ -133,7 +133,7 @@ struct HeapClassStats {
   std::size_t blocks_in_use = 0;            // handed to the program and not freed
   std::size_t bytes_in_use = 0;             // blocks_in_use x block_size
   std::size_t blocks_cached = 0;            // free and ready: thread caches and kept batches
-  std::size_t blocks_in_thread_caches = 0;  // free, in the threads' caches
+  std::size_t blocks_in_thread_caches = 0;  // free, in the threads' caches (and their spans)
   std::size_t blocks_in_central_cache = 0;  // free, in kept batches and in spans (carved or not)
   std::size_t spans = 0;                    // spans carved into this class
   std::size_t empty_spans = 0;              // of those, kept empty for the class's next span
@@ -149,7 +149,8 @@ struct HeapClassStats {
 struct HeapStats {
   std::size_t bytes_in_use = 0;             // handed to the program: small blocks, large spans
                                             // and direct mappings
-  std::size_t bytes_in_thread_caches = 0;   // free blocks held by thread caches
+  std::size_t bytes_in_thread_caches = 0;   // free blocks held by thread caches (and the
+                                            // local lists of the spans threads own)
   std::size_t bytes_in_central_cache = 0;   // free blocks held by the central cache and its spans
   std::size_t bytes_free_in_page_heap = 0;  // free pages still resident, cached mappings (and
                                             // the hardened heap's cached large blocks) included

@@ -54,6 +54,7 @@ Span* CentralCache::new_span(std::size_t c) noexcept {
   s->carve_end = s->start + std::size_t{info.capacity} * info.size;
   s->allocated = 0;
   s->free_blocks = nullptr;
+  if constexpr (kThreadOwnedSpans) start_span_owned(s, nullptr);
   s->start_divisor = s->start * info.divisor;
   s->block_size = info.size;
   if constexpr (kHardened) hardened_prepare_span(s, c);
@@ -138,6 +139,9 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want, FreeBloc
         ++k.spans;
         k.blocks += s->capacity;
       }
+      // A fresh span is the refilling thread's (span.hpp, thread_cache.cpp).
+      if constexpr (kThreadOwnedSpans)
+        start_span_owned(s, info.span_pages <= kOwnedSpanMaxPages ? taker : nullptr);
       k.nonempty.push_front(s);
     }
     // The span's fields in locals: the stores to the blocks might alias them.
@@ -205,6 +209,8 @@ void CentralCache::release_to_spans(Class& k, std::size_t c, FreeBlock* first, s
     s->allocated = allocated;
     if (was_full) k.nonempty.push_front(s);
     if (allocated == 0) {
+      // No block of it is out, none on its owner's list: nobody's now.
+      if constexpr (kThreadOwnedSpans) set_span_owner(s, nullptr);
       k.nonempty.remove(s);
       if (!keep_empty(k, s)) {
         --k.spans;
@@ -242,6 +248,37 @@ void CentralCache::resize_slots(Class& k, std::size_t c, Span** empty) noexcept 
       release_to_spans(k, c, k.batches[--k.batch_count], info.batch, empty);
   }
   k.batch_missed = false;
+}
+
+void CentralCache::insert_span_list(std::size_t c, Span* s, FreeBlock* first,
+                                    std::size_t count) noexcept {
+  Class& k = classes_[c];
+  Span* empty = nullptr;
+  {
+    std::lock_guard<Lock> lock(k.mutex);
+    if (s->free_blocks != nullptr) {  // other threads gave blocks back here: one by one
+      release_to_spans(k, c, first, count, &empty);
+    } else {
+      const bool was_full = s->allocated == s->capacity;
+      s->free_blocks = first;
+      s->allocated -= static_cast<std::uint32_t>(count);
+      k.blocks_out -= count;
+      if (s->allocated == 0) {
+        if constexpr (kThreadOwnedSpans) set_span_owner(s, nullptr);
+        if (!was_full) k.nonempty.remove(s);
+        if (!keep_empty(k, s)) {
+          --k.spans;
+          k.blocks -= s->capacity;
+          s->next = empty;
+          empty = s;
+        }
+      } else if (was_full) {
+        k.nonempty.push_front(s);
+      }
+    }
+  }
+  free_spans(empty);
+  decay_if_due();
 }
 
 // The class locked; s has no block out.
@@ -326,26 +363,37 @@ void CentralCache::decay_if_due() noexcept {
   decay(now);
 }
 
+bool CentralCache::keep_batch(std::size_t c, FreeBlock* first, FreeBlock* const* blocks,
+                              const void* giver) noexcept {
+  const HeapClassInfo& info = kHeapClasses[c];
+  Class& k = classes_[c];
+  Span* empty = nullptr;  // spans that resize_slots emptied
+  bool kept = false;
+  {
+    std::lock_guard<Lock> lock(k.mutex);
+    if (k.batch_count >= k.slot_limit) resize_slots(k, c, &empty);
+    if (k.batch_count < k.slot_limit) {
+      const std::uint32_t slot = k.batch_count++;
+      k.batches[slot] = first;
+      if (k.rows != nullptr) {
+        const void** row = k.rows + std::size_t{slot} * (info.batch + 1);
+        row[0] = blocks != nullptr ? giver : nullptr;
+        if (row[0] != nullptr) std::memcpy(row + 1, blocks, info.batch * sizeof(void*));
+      }
+      kept = true;
+    }
+  }
+  free_spans(empty);
+  return kept;
+}
+
 void CentralCache::insert_range(std::size_t c, FreeBlock* first, std::size_t count,
                                 FreeBlock* const* blocks, const void* giver) noexcept {
-  const HeapClassInfo& info = kHeapClasses[c];
+  if (count == kHeapClasses[c].batch && keep_batch(c, first, blocks, giver)) return;
   Class& k = classes_[c];
   Span* empty = nullptr;
   {
     std::lock_guard<Lock> lock(k.mutex);
-    if (count == info.batch) {
-      if (k.batch_count >= k.slot_limit) resize_slots(k, c, &empty);
-      if (k.batch_count < k.slot_limit) {
-        const std::uint32_t slot = k.batch_count++;
-        k.batches[slot] = first;
-        if (k.rows != nullptr) {
-          const void** row = k.rows + std::size_t{slot} * (info.batch + 1);
-          row[0] = blocks != nullptr ? giver : nullptr;
-          if (row[0] != nullptr) std::memcpy(row + 1, blocks, count * sizeof(void*));
-        }
-        return;
-      }
-    }
     release_to_spans(k, c, first, count, &empty);
   }
   free_spans(empty);

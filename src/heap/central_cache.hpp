@@ -52,13 +52,22 @@ class CentralCache {
 
   // Up to `want` blocks of class c, as a nullptr-terminated chain in *first;
   // returns how many (0 when the OS refuses memory). `taker`: the calling thread's
-  // cache (kept batches another thread gave back are prefetched for it), or nullptr.
+  // cache (kept batches another thread gave back are prefetched for it, and a fresh span
+  // it starts becomes its own: Span::owner), or nullptr.
   std::size_t remove_range(std::size_t c, std::size_t want, FreeBlock** first,
                            const void* taker = nullptr) noexcept;
+  // Keeps a full batch of class c (linked from `first`; `blocks` and `giver` as for
+  // insert_range) whole, if the class has room for it: false, and nothing changed, if not.
+  bool keep_batch(std::size_t c, FreeBlock* first, FreeBlock* const* blocks,
+                  const void* giver) noexcept;
   // Takes back `count` blocks of class c linked from `first`. `blocks`: their addresses
   // in chain order, or nullptr; `giver`: the calling thread's cache, or nullptr.
   void insert_range(std::size_t c, FreeBlock* first, std::size_t count,
                     FreeBlock* const* blocks = nullptr, const void* giver = nullptr) noexcept;
+  // The `count` blocks of span s (class c) linked from `first`, a local list its owner gives
+  // back (ThreadCache::give_back_local): it becomes the span's list where that is empty, so
+  // no block is walked, and a span with no block left out is kept empty or freed.
+  void insert_span_list(std::size_t c, Span* s, FreeBlock* first, std::size_t count) noexcept;
   // Returns every kept batch to its spans, and every kept empty span to the page heap
   // (collect(), the memory limit).
   void drain() noexcept;

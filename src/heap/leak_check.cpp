@@ -1075,8 +1075,11 @@ void find_leaks(const ThisThread& self, Scratch<Leak>& leaks) noexcept {
   leaks.truncate(groups);
 }
 
-// The bytes reported (size 0 blocks count 1, as their end does).
-std::size_t check_and_report(const ThisThread& self) noexcept {
+// The bytes reported (size 0 blocks count 1, as their end does). Out of line, so that its
+// locals and its callees' frames, which hold blocks' addresses, lie below check_from_here's
+// `self`, where the scan of this thread's stack starts: inlined there, the compiler may put
+// them above it (a lost block was then found on the exiting thread's stack, and not reported).
+MEMPOOL_NOINLINE std::size_t check_and_report(const ThisThread& self) noexcept {
   Scratch<Leak> leaks;
   find_leaks(self, leaks);
   if (leaks.size() == 0) return 0;

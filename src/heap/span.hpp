@@ -59,6 +59,8 @@ struct alignas(128) Span {
   // The page heap's arena (page_heap.hpp): 0 dense, on huge pages; 1 sparse, on 4 KiB
   // pages. Set when the span's pages are mapped and kept through splits and merges.
   std::uint8_t arena = 0;
+  // Thread-owned spans (below): the blocks on the owner's local list.
+  std::uint32_t local_count = 0;
   // Small spans: blocks come from `free_blocks`, then from [carve, carve_end),
   // which is carved lazily so untouched pages stay untouched.
   FreeBlock* free_blocks = nullptr;
@@ -70,18 +72,42 @@ struct alignas(128) Span {
   std::size_t pages = 0;
   Span* prev = nullptr;  // in a SpanList (free lists, the central cache's lists)
   Span* next = nullptr;
-  // kFree and kCached, and a kSmall span the central cache keeps empty: when the pages
-  // were last in use (page heap clock, ms), for decay.
-  std::uint64_t free_since = 0;
-  // Hardened builds, kLarge and kDirect, and sampled blocks: the bytes the program
-  // asked for.
-  std::size_t requested = 0;
-  // Checked builds: one bit per block, set while the program holds the block.
-  std::atomic<std::uint64_t>* live_bits = nullptr;
-  // kLarge and kDirect: the heap profiler sampled this span's block, allocated at this
-  // site (its stack); `requested` holds the bytes asked for. A sampled block of any
-  // size has a span of its own, so that free finds the sample in the span it reads.
-  ProfileSite* profile_site = nullptr;
+  // Each word below has a second use, by a kSmall span that a thread owns (the right-hand
+  // members), in the default build only (kThreadOwnedSpans): such a span is neither free,
+  // cached nor kept empty, holds no large or sampled block, and has no live bits.
+  //
+  // A thread-owned span: a small span that a thread's refill started (a new span, or one
+  // kept empty) is that thread's. The blocks of it that the thread's own cache overflows
+  // with go to `local`, not through the central cache, and the thread's next refill of the
+  // class takes them back whole (thread_cache.cpp). Only the owner reads and writes local,
+  // local_prev, local_next and local_count; other threads read `owner` (span_owner) only to
+  // see that it is not theirs. Blocks on `local` count in `allocated` (the central cache
+  // sees them as out), so a span whose `allocated` falls to 0 has none, is on no owner's
+  // list, and the central cache clears `owner` as it takes the span back.
+  union {
+    // kFree and kCached, and a kSmall span the central cache keeps empty: when the pages
+    // were last in use (page heap clock, ms), for decay.
+    std::uint64_t free_since = 0;
+    Span* local_prev;  // the owner's list of its spans with local blocks (OwnedSpans)
+  };
+  union {
+    // Hardened builds, kLarge and kDirect, and sampled blocks: the bytes the program
+    // asked for.
+    std::size_t requested = 0;
+    Span* local_next;
+  };
+  union {
+    // Checked builds: one bit per block, set while the program holds the block.
+    std::atomic<std::uint64_t>* live_bits = nullptr;
+    const void* owner;  // a ThreadCache, or nullptr; read and written with span_owner
+  };
+  union {
+    // kLarge and kDirect: the heap profiler sampled this span's block, allocated at this
+    // site (its stack); `requested` holds the bytes asked for. A sampled block of any
+    // size has a span of its own, so that free finds the sample in the span it reads.
+    ProfileSite* profile_site = nullptr;
+    FreeBlock* local;  // nullptr: not on the owner's list
+  };
 
   [[nodiscard]] std::size_t bytes() const noexcept { return pages << kHeapPageShift; }
   // kSmall: the first block's address (= start), from the fields of the span's first
@@ -93,6 +119,33 @@ struct alignas(128) Span {
   [[nodiscard]] std::uintptr_t first_page() const noexcept { return start >> kHeapPageShift; }
   [[nodiscard]] std::uintptr_t last_page() const noexcept { return first_page() + pages - 1; }
 };
+
+// Thread-owned spans (Span::owner) in the default build; the hardened heap (guarded spans,
+// canaries checked as blocks leave its lists) and the checked builds keep every block on
+// the central cache's way.
+inline constexpr bool kThreadOwnedSpans = !kHardened && !kChecked;
+// Only spans of one or two pages (blocks up to 2 KiB) are owned: a thread's local lists
+// are bounded by nothing but the blocks it freed, which for the small classes is what
+// their spans hold anyway; larger blocks keep going back through the central cache, whose
+// kept batches and empty spans are bounded (central_cache.hpp).
+inline constexpr std::uint32_t kOwnedSpanMaxPages = 2;
+
+// A span's owner, read by any thread that holds one of its blocks, written by the central
+// cache (its class locked) and the owner.
+inline const void* span_owner(const Span* s) noexcept {
+  return __atomic_load_n(&s->owner, __ATOMIC_RELAXED);
+}
+inline void set_span_owner(Span* s, const void* owner) noexcept {
+  __atomic_store_n(&s->owner, owner, __ATOMIC_RELAXED);
+}
+// A span a thread starts (new_span, or a kept empty one): `owner` (nullptr for none),
+// nothing on its local list.
+inline void start_span_owned(Span* s, const void* owner) noexcept {
+  set_span_owner(s, owner);
+  s->local = nullptr;
+  s->local_prev = s->local_next = nullptr;
+  s->local_count = 0;
+}
 
 inline constexpr std::uintptr_t kSpanTagMask = 127;
 // (p - start) * divisor >> kSpanBlockStartBits is 0 exactly for a block start (above).
@@ -110,5 +163,7 @@ static_assert(offsetof(Span, carve_end) + sizeof(std::uintptr_t) <= 64 &&
 
 // The page heap's free lists and the central cache's lists of spans.
 using SpanList = IntrusiveList<Span, &Span::prev, &Span::next>;
+// An owner's spans of one class with blocks on their local lists.
+using LocalSpanList = IntrusiveList<Span, &Span::local_prev, &Span::local_next>;
 
 }  // namespace mempool::detail

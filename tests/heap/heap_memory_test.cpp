@@ -494,14 +494,22 @@ TEST(HeapMemory, MemoryLimitGivesFreePagesBackBeforeTheHeapGrows) {
   IN_FRESH_PROCESS_WITHOUT_DECAY(memory_limit_holes_child(true));
 }
 
-// Free blocks of one class in this thread's cache and in the central cache's kept
-// batches; a 32 MiB block that needs fresh pages. Without a limit the caches keep
-// their blocks; above one, they go back before the heap grows.
+// Free blocks of one class in this thread's cache (its list and the local lists of the
+// spans it owns) and in the central cache's kept batches (the blocks of another thread's
+// spans that this one frees); a 32 MiB block that needs fresh pages. Without a limit the
+// caches keep their blocks; above one, they go back before the heap grows.
 [[noreturn]] void memory_limit_caches_child() {
   std::vector<void*> blocks(20000);
+  std::vector<void*> others(20000);
   for (void*& p : blocks)
     p = mp_malloc(64);
+  std::thread([&] {
+    for (void*& p : others)
+      p = mp_malloc(64);
+  }).join();
   for (void* p : blocks)
+    mp_free(p);
+  for (void* p : others)
     mp_free(p);
   const HeapStats before = stats();
   std::size_t c = 0;

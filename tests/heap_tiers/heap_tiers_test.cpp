@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <thread>
@@ -632,15 +633,17 @@ TEST(HeapCentralCache, KeptBatchesGrowWhenAThreadFoundNoneAndShrinkWhenNotTaken)
 // (ThreadCache::release), and a kept batch keeps them beside it for the thread that takes
 // it next (prefetch_kept_batch). The prefetch itself changes nothing a test can see; what
 // could go wrong is a row naming other blocks than its batch's, or none being noted.
+// The blocks are this thread's, so that the other thread's frees go to the central cache
+// (not to the local lists of spans it owns).
 TEST(HeapCentralCache, KeptBatchesKeepTheirBlocksAddressesInChainOrder) {
   constexpr std::size_t kBytes = 48;
   const std::size_t c = heap_class_of(kBytes);
   const HeapClassInfo& info = kHeapClasses[c];
   g_central_cache.drain();
   std::vector<void*> blocks(20 * info.batch);
+  for (void*& p : blocks)
+    p = mempool::allocate(kBytes);
   std::thread([&] {
-    for (void*& p : blocks)
-      p = mempool::allocate(kBytes);
     for (void* p : blocks)
       mempool::deallocate(p, kBytes);
   }).join();  // its exit gives every block back, in batches
@@ -983,6 +986,139 @@ TEST(HeapLinkKey, ALiveBlockWithTheMarksFirstByteIsFreedNormally) {
     EXPECT_EQ(allocate(64), p) << "at the head of the thread's list, sized " << sized;
     deallocate(p);
   }
+}
+
+// Thread-owned spans (span.hpp, thread_cache.cpp). A thread that frees more blocks than its
+// list holds keeps those of the spans it started on their local lists: the central cache
+// sees none of them come back, and the thread's next allocations take them from there.
+constexpr std::size_t kOwnedBytes = 80;
+constexpr std::size_t kOwnedBlocks = 20000;  // 1.6 MB: past the list's 512 KiB
+
+// How many of `blocks` lie in spans that `owner` owns.
+std::size_t owned_by(const std::vector<void*>& blocks, const ThreadCache* owner) {
+  return static_cast<std::size_t>(std::count_if(blocks.begin(), blocks.end(), [&](void* p) {
+    return span_owner(g_page_map.lookup(p)) == owner;
+  }));
+}
+
+TEST(HeapOwnedSpans, AThreadsOverflowStaysInItsOwnSpansAndComesBackFromThem) {
+  if (!kThreadOwnedSpans) GTEST_SKIP() << "no thread-owned spans in this build";
+  const std::size_t c = heap_class_of(kOwnedBytes);
+  std::thread([&] {
+    ThreadCache& t = tls_thread_cache;
+    std::vector<void*> blocks(kOwnedBlocks);
+    for (void*& p : blocks)
+      p = mempool::allocate(kOwnedBytes);
+    // All but the first refills' blocks (spans others started) come from spans it started.
+    const std::size_t owned = owned_by(blocks, &t);
+    ASSERT_GT(owned, kOwnedBlocks * 9 / 10) << "the thread's fresh spans are not its own";
+    // Blocks out of the central cache (its kept batches count as out).
+    const auto held = [c] {
+      const CentralClassCounts n = g_central_cache.counts(c);
+      return n.blocks_out - n.blocks_in_batches;
+    };
+    const std::size_t before = held();
+    for (void* p : blocks)
+      mempool::deallocate(p);
+    const std::size_t freed = held();
+    EXPECT_LE(before - freed, kOwnedBlocks - owned)
+        << "blocks of the thread's own spans went back through the central cache";
+    EXPECT_GE(t.owned_blocks(c), owned - std::size_t{t.maxes[c]})
+        << "its list overflowed, and the local lists do not hold the rest";
+    EXPECT_GE(t.cached_blocks(c), owned) << "stats miss the local lists";
+
+    for (void*& p : blocks)
+      p = mempool::allocate(kOwnedBytes);
+    EXPECT_EQ(t.owned_blocks(c), 0u) << "a refill went to the central cache before the local lists";
+    EXPECT_LE(held() - freed, kOwnedBlocks - owned);
+    for (void* p : blocks)
+      mempool::deallocate(p);
+  }).join();
+}
+
+// Another thread's frees of those blocks go through the central cache (the spans are not
+// its own), and a thread's exit gives its local lists back: the central cache has every
+// block it handed out back.
+TEST(HeapOwnedSpans, OtherThreadsFreesAndTheOwnersExitGoThroughTheCentralCache) {
+  if (!kThreadOwnedSpans) GTEST_SKIP() << "no thread-owned spans in this build";
+  const std::size_t c = heap_class_of(kOwnedBytes);
+  // Blocks out of the central cache (its kept batches count as out).
+  const auto held = [c] {
+    const CentralClassCounts n = g_central_cache.counts(c);
+    return n.blocks_out - n.blocks_in_batches;
+  };
+  const std::size_t before = held();
+  std::vector<void*> mine(kOwnedBlocks);
+  std::vector<void*> theirs(kOwnedBlocks);
+  std::thread([&] {
+    for (void*& p : mine)
+      p = mempool::allocate(kOwnedBytes);
+    for (void*& p : theirs)
+      p = mempool::allocate(kOwnedBytes);
+    for (void* p : mine)
+      mempool::deallocate(p);
+    EXPECT_GT(tls_thread_cache.owned_blocks(c), 0u);
+    std::thread([&] {
+      for (void* p : theirs)
+        mempool::deallocate(p);
+      EXPECT_EQ(tls_thread_cache.owned_blocks(c), 0u) << "another thread's span taken as its own";
+      EXPECT_LE(tls_thread_cache.cached_blocks(c), std::size_t{tls_thread_cache.maxes[c]});
+    }).join();
+  }).join();
+  EXPECT_EQ(held(), before) << "blocks stayed with a thread that exited";
+}
+
+// Whole free spans stay with their owner only within what its budget leaves its lists:
+// past that they go back (to the page heap, or kept empty), as the lists' blocks would.
+TEST(HeapOwnedSpans, WholeFreeSpansStayOnlyWithinTheThreadsBudget) {
+  if (!kThreadOwnedSpans) GTEST_SKIP() << "no thread-owned spans in this build";
+  const std::size_t c = heap_class_of(kOwnedBytes);
+  mempool::deallocate(mempool::allocate(64));  // the options read: they would set the budget
+  set_thread_cache_budget(std::size_t{1} << 20, std::size_t{32} << 20);
+  std::thread([&] {
+    constexpr std::size_t kBlocks = (std::size_t{6} << 20) / kOwnedBytes;  // 6 MiB
+    std::vector<void*> blocks(kBlocks);
+    for (void*& p : blocks)
+      p = mempool::allocate(kOwnedBytes);
+    ASSERT_GT(owned_by(blocks, &tls_thread_cache), kBlocks * 9 / 10);
+    const CentralClassCounts before = g_central_cache.counts(c);
+    for (void* p : blocks)
+      mempool::deallocate(p);
+    // The budget, and the few spans that some blocks still on the list keep from being whole.
+    constexpr std::size_t kMost = (std::size_t{5} << 20) / 4;
+    EXPECT_LE(tls_thread_cache.cached_blocks(c) * kOwnedBytes, kMost)
+        << "the thread holds more than its budget";
+    const CentralClassCounts after = g_central_cache.counts(c);
+    EXPECT_GE(before.blocks_out - after.blocks_out, kBlocks - kMost / kOwnedBytes)
+        << "the whole spans did not go back to the central cache";
+  }).join();
+  set_thread_cache_budget(std::size_t{8} << 20, std::size_t{32} << 20);
+}
+
+// A block on a local list is free: its second free is found there.
+TEST(HeapOwnedSpansDeathTest, ADoubleFreeOfABlockOnALocalListIsNamed) {
+  if (!kThreadOwnedSpans) GTEST_SKIP() << "no thread-owned spans in this build";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        std::vector<void*> blocks(kOwnedBlocks);
+        for (void*& p : blocks)
+          p = mempool::allocate(kOwnedBytes);
+        for (void* p : blocks)
+          mempool::deallocate(p);
+        void* local = nullptr;
+        for (void* p : blocks) {
+          const Span* s = g_page_map.lookup(p);
+          std::uint32_t n = s->local_count;
+          for (const FreeBlock* b = s->local; b != nullptr && n > 0 && local == nullptr;
+               b = heap_next(b, heap_link_key()), --n)
+            if (b == p) local = p;
+          if (local != nullptr) break;
+        }
+        if (local == nullptr) std::_Exit(3);  // none found: the test fails on the exit status
+        mempool::deallocate(local);
+      },
+      "double free");
 }
 
 }  // namespace

@@ -100,6 +100,9 @@ static_assert(heap_class_bytes(1) >= kHeapFreeMarkOffset + sizeof(void*));
 // arrays indexed by class (the hit path reaches an entry with one scaled address from
 // the TLS base) and the words beside them. Standard-layout, so that the hit paths' asm
 // can name its members' offsets (ThreadCache::head and note_pop below).
+struct OwnedSpans;  // src/heap/thread_cache.hpp
+struct Span;        // src/heap/span.hpp
+
 struct ThreadCacheHot {
   FreeBlock* heads[kHeapClassCount] = {};
   // rooms[c] = maxes[c] - (blocks in list c): a free decrements it and flushes
@@ -307,8 +310,11 @@ class MEMPOOL_API ThreadCache : public ThreadCacheHot {
     const std::int32_t r = __atomic_load_n(&rooms[c], __ATOMIC_RELAXED);
 #endif
     const auto m = static_cast<std::int32_t>(__atomic_load_n(&maxes[c], __ATOMIC_RELAXED));
-    return m > r ? static_cast<std::size_t>(m - r) : 0;
+    return (m > r ? static_cast<std::size_t>(m - r) : 0) + owned_blocks(c);
   }
+  // From another thread (stats), the registry locked: class c's blocks on the local lists
+  // of the spans this thread owns (thread_cache.cpp).
+  [[nodiscard]] std::size_t owned_blocks(std::size_t c) const noexcept;
 
   // Thread-cache registry (stats, fork).
   // Calls f on every registered cache, the registry locked.
@@ -346,6 +352,12 @@ class MEMPOOL_API ThreadCache : public ThreadCacheHot {
   void update_budget() noexcept;
   void grow(std::size_t c, std::uint32_t max) noexcept;
   void scavenge(std::size_t target, std::size_t spare = 0) noexcept;
+  // Thread-owned spans (thread_cache.cpp).
+  std::size_t give_to_owned_spans(std::size_t c, std::size_t n) noexcept;
+  void* refill_from_owned_span(std::size_t c) noexcept;
+  void keep_whole_span(std::size_t c, Span* s) noexcept;
+  void give_back_local(std::size_t c, Span* s, bool whole) noexcept;
+  void release_owned_spans() noexcept;
 
   // A list may grow past the budget by scavenging the others at most once every this
   // many refills and flushes of the thread (grow, thread_cache.cpp).
@@ -355,6 +367,10 @@ class MEMPOOL_API ThreadCache : public ThreadCacheHot {
   std::size_t budget_ = 0;     // this thread's share of the total (set when active)
   std::uint8_t overflows_[kHeapClassCount] = {};
   ThreadCacheState state_ = ThreadCacheState::kUnset;
+  // The spans this thread owns that hold blocks it gave back, per class; from the metadata
+  // arena when the cache activates, so that the static TLS block stays under glibc's
+  // surplus (docs/architecture.md, "Packaging"). nullptr: none (not active, or no memory).
+  OwnedSpans* owned_ = nullptr;
   ThreadCache* prev_ = nullptr;
   ThreadCache* next_ = nullptr;
 
