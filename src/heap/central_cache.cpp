@@ -164,7 +164,8 @@ std::size_t CentralCache::remove_range(std::size_t c, std::size_t want, FreeBloc
         heap_link_free(b, head, key);
         head = b;
       }
-      s->carve = carve;
+      // Atomic: a thread that owns the span reads it without the lock (span_carve).
+      __atomic_store_n(&s->carve, carve, __ATOMIC_RELAXED);
     }
     s->allocated += static_cast<std::uint32_t>(got - before);
     if (s->allocated == s->capacity) k.nonempty.remove(s);
@@ -363,37 +364,26 @@ void CentralCache::decay_if_due() noexcept {
   decay(now);
 }
 
-bool CentralCache::keep_batch(std::size_t c, FreeBlock* first, FreeBlock* const* blocks,
-                              const void* giver) noexcept {
-  const HeapClassInfo& info = kHeapClasses[c];
-  Class& k = classes_[c];
-  Span* empty = nullptr;  // spans that resize_slots emptied
-  bool kept = false;
-  {
-    std::lock_guard<Lock> lock(k.mutex);
-    if (k.batch_count >= k.slot_limit) resize_slots(k, c, &empty);
-    if (k.batch_count < k.slot_limit) {
-      const std::uint32_t slot = k.batch_count++;
-      k.batches[slot] = first;
-      if (k.rows != nullptr) {
-        const void** row = k.rows + std::size_t{slot} * (info.batch + 1);
-        row[0] = blocks != nullptr ? giver : nullptr;
-        if (row[0] != nullptr) std::memcpy(row + 1, blocks, info.batch * sizeof(void*));
-      }
-      kept = true;
-    }
-  }
-  free_spans(empty);
-  return kept;
-}
-
 void CentralCache::insert_range(std::size_t c, FreeBlock* first, std::size_t count,
                                 FreeBlock* const* blocks, const void* giver) noexcept {
-  if (count == kHeapClasses[c].batch && keep_batch(c, first, blocks, giver)) return;
+  const HeapClassInfo& info = kHeapClasses[c];
   Class& k = classes_[c];
   Span* empty = nullptr;
   {
     std::lock_guard<Lock> lock(k.mutex);
+    if (count == info.batch) {
+      if (k.batch_count >= k.slot_limit) resize_slots(k, c, &empty);
+      if (k.batch_count < k.slot_limit) {
+        const std::uint32_t slot = k.batch_count++;
+        k.batches[slot] = first;
+        if (k.rows != nullptr) {
+          const void** row = k.rows + std::size_t{slot} * (info.batch + 1);
+          row[0] = blocks != nullptr ? giver : nullptr;
+          if (row[0] != nullptr) std::memcpy(row + 1, blocks, count * sizeof(void*));
+        }
+        return;
+      }
+    }
     release_to_spans(k, c, first, count, &empty);
   }
   free_spans(empty);

@@ -56,10 +56,6 @@ class CentralCache {
   // it starts becomes its own: Span::owner), or nullptr.
   std::size_t remove_range(std::size_t c, std::size_t want, FreeBlock** first,
                            const void* taker = nullptr) noexcept;
-  // Keeps a full batch of class c (linked from `first`; `blocks` and `giver` as for
-  // insert_range) whole, if the class has room for it: false, and nothing changed, if not.
-  bool keep_batch(std::size_t c, FreeBlock* first, FreeBlock* const* blocks,
-                  const void* giver) noexcept;
   // Takes back `count` blocks of class c linked from `first`. `blocks`: their addresses
   // in chain order, or nullptr; `giver`: the calling thread's cache, or nullptr.
   void insert_range(std::size_t c, FreeBlock* first, std::size_t count,

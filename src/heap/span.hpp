@@ -138,6 +138,11 @@ inline const void* span_owner(const Span* s) noexcept {
 inline void set_span_owner(Span* s, const void* owner) noexcept {
   __atomic_store_n(&s->owner, owner, __ATOMIC_RELAXED);
 }
+// Where the span's carving has come to, read by its owner without the class's lock
+// (ThreadCache::give_to_owned_spans) while another thread's refill may move it on.
+inline std::uintptr_t span_carve(const Span* s) noexcept {
+  return __atomic_load_n(&s->carve, __ATOMIC_RELAXED);
+}
 // A span a thread starts (new_span, or a kept empty one): `owner` (nullptr for none),
 // nothing on its local list.
 inline void start_span_owned(Span* s, const void* owner) noexcept {

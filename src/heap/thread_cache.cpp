@@ -399,7 +399,7 @@ std::size_t ThreadCache::give_to_owned_spans(std::size_t c, std::size_t n) noexc
     // one the span has carved: a block past it was never handed out (the central cache
     // reports both: release_to_spans).
     if (s != nullptr && span_owner(s) == this && s->size_class == c &&
-        reinterpret_cast<std::uintptr_t>(b) < s->carve) {
+        reinterpret_cast<std::uintptr_t>(b) < span_carve(s)) {
       if (s->local == nullptr) o.with_local[c].push_front(s);
       heap_set_next(b, s->local, key);
       s->local = b;

@@ -15,8 +15,8 @@ namespace mempool::detail {
 struct OwnedSpans {
   LocalSpanList with_local[kHeapClassCount];
   std::atomic<std::uint32_t> blocks[kHeapClassCount] = {};
-  // Owned spans with every block on their local list: kept for the next refills up to
-  // what the thread's budget leaves its lists (ThreadCache::give_to_owned_spans).
+  // Bytes of the owned spans with every block on their local list: kept for the next
+  // refills up to what the thread's budget leaves its lists (ThreadCache::keep_whole_span).
   std::size_t whole_bytes = 0;
   // The thread refilled class c from the central cache since its overflows last held no
   // block of its own spans: they may hold some now. Otherwise they go to the central cache

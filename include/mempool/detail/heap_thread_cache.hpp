@@ -96,13 +96,13 @@ static_assert(heap_class_bytes(1) >= kHeapFreeMarkOffset + sizeof(void*));
 #define MEMPOOL_TLS_HEAD_REGISTER 0
 #endif
 
+struct OwnedSpans;  // src/heap/thread_cache.hpp
+struct Span;        // src/heap/span.hpp
+
 // The part of the thread cache that the hit paths touch, first in ThreadCache: three
 // arrays indexed by class (the hit path reaches an entry with one scaled address from
 // the TLS base) and the words beside them. Standard-layout, so that the hit paths' asm
 // can name its members' offsets (ThreadCache::head and note_pop below).
-struct OwnedSpans;  // src/heap/thread_cache.hpp
-struct Span;        // src/heap/span.hpp
-
 struct ThreadCacheHot {
   FreeBlock* heads[kHeapClassCount] = {};
   // rooms[c] = maxes[c] - (blocks in list c): a free decrements it and flushes
