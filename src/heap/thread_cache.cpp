@@ -427,7 +427,9 @@ std::size_t ThreadCache::give_to_owned_spans(std::size_t c, std::size_t n) noexc
   heads[c] = b;
   set_count(c, count(c) - static_cast<std::uint32_t>(n - stay));
   add_owned_blocks(o, c, given);
-  if (stay == n) o.may_own[c] = false;  // until the next refill from the central cache
+  // None of its own (and some looked at: release_all passes empty lists): stop looking until
+  // the next refill from the central cache.
+  if (stay == n && n != 0) o.may_own[c] = false;
   return stay;
 }
 
